@@ -1,0 +1,142 @@
+"""DuckDB over the warehouse's current snapshot.
+
+The connection exposes one view per table (named as in :mod:`tracewh.schema`),
+holding *visible* rows only: a child row is visible when ``runs`` holds its
+``(run_id, ingest_id)``. The raw, unfiltered files are under ``raw_<table>``.
+Then every ``sql/*.sql`` file is applied in file-name order: they define the
+analysis views and table macros on top of these base views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from tracewh.schema import TABLES
+
+#: The repository's sql/ folder (tracewh is installed in editable mode).
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+
+def sql_files(sql_dir: Path = SQL_DIR) -> list[Path]:
+    """The ``*.sql`` files of ``sql_dir`` in the order they are applied."""
+    return sorted(sql_dir.glob("*.sql"))
+
+
+def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
+    """Run every ``sql/*.sql`` file on ``con`` in file-name order."""
+    for path in sql_files(sql_dir):
+        con.execute(path.read_text(encoding="utf-8"))
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_int32(t):
+        return "INTEGER"
+    if pa.types.is_float64(t):
+        return "DOUBLE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_date32(t):
+        return "DATE"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_list(t):
+        return f"{_duck_type(t.value_type)}[]"
+    raise TypeError(f"no DuckDB type for {t}")
+
+
+def table_columns_sql(table: str) -> str:
+    """``col TYPE, ...`` for a warehouse table, from its Arrow schema."""
+    schema = TABLES[table].schema
+    return ", ".join(f'"{f.name}" {_duck_type(f.type)}' for f in schema)
+
+
+def _select_list(table: str) -> str:
+    schema = TABLES[table].schema
+    return ", ".join(f'CAST("{f.name}" AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
+
+
+def create_raw_relations(
+    con: duckdb.DuckDBPyConnection, files: Mapping[str, Sequence[str]]
+) -> None:
+    """Create ``raw_<table>`` views over Parquet files (or empty typed tables).
+
+    ``files`` maps a table name to the Parquet files of the current snapshot.
+    Partition values (``day``) are read from the hive-style path.
+    """
+    for name in TABLES:
+        paths = list(files.get(name, ()))
+        if paths:
+            con.execute(
+                f"CREATE OR REPLACE VIEW raw_{name} AS SELECT {_select_list(name)} "
+                f"FROM read_parquet(?, hive_partitioning = true, union_by_name = true)",
+                [paths],
+            )
+        else:
+            con.execute(f"CREATE OR REPLACE TABLE raw_{name} ({table_columns_sql(name)})")
+
+
+def create_visible_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the base views (one per table) holding visible rows only."""
+    con.execute("CREATE OR REPLACE VIEW runs AS SELECT * FROM raw_runs")
+    con.execute("CREATE OR REPLACE VIEW ingest_log AS SELECT * FROM raw_ingest_log")
+    for name, spec in TABLES.items():
+        if spec.is_run_child:
+            con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT t.* FROM raw_{name} t "
+                f"SEMI JOIN raw_runs r ON t.run_id = r.run_id AND t.ingest_id = r.ingest_id"
+            )
+
+
+def connect_tables(
+    tables: Mapping[str, pa.Table | pa.RecordBatchReader] | None = None,
+    *,
+    files: Mapping[str, Sequence[str]] | None = None,
+    apply: bool = True,
+    sql_dir: Path = SQL_DIR,
+    memory_limit: str | None = None,
+    temp_directory: str | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open an in-process DuckDB with the warehouse's base views and ``sql/`` applied.
+
+    Parameters
+    ----------
+    tables
+        In-memory Arrow tables by table name (used by tests and by ingest's staging);
+        they replace the corresponding ``raw_<table>``.
+    files
+        Parquet files by table name (the warehouse's current snapshot).
+    apply
+        Whether to run ``sql/*.sql`` after creating the base views.
+    """
+    con = duckdb.connect()
+    if memory_limit:
+        con.execute("SET memory_limit = ?", [memory_limit])
+    if temp_directory:
+        con.execute("SET temp_directory = ?", [temp_directory])
+    create_raw_relations(con, files or {})
+    for name, table in (tables or {}).items():
+        con.register(f"__arrow_{name}", table)
+        con.execute(
+            f"CREATE OR REPLACE TABLE raw_{name} AS SELECT {_select_list(name)} FROM __arrow_{name}"
+        )
+        con.unregister(f"__arrow_{name}")
+    create_visible_views(con)
+    if apply:
+        apply_sql(con, sql_dir=sql_dir)
+    return con
+
+
+def view_names(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
+    """Names of the views defined on ``con`` (base and sql/ views)."""
+    rows = con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+    ).fetchall()
+    return [r[0] for r in rows]

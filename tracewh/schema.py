@@ -1,0 +1,303 @@
+"""The warehouse schema, declared once.
+
+One Arrow schema per table. The writer, DuckDB and Polars all take their types
+from here, partition column included (``day`` is a ``date32``; engines would
+otherwise guess it from the ``day=YYYY-MM-DD`` path). Column names carry units:
+``*_ns`` are int64 nanoseconds since the Unix epoch (timestamps) or int64
+nanoseconds (durations), ``bytes`` are bytes, ``*_gbps`` are GB/s (1e9 bytes/s).
+
+Every table is partitioned by ``day`` (UTC date of the trace start) except
+``ingest_log``. Every child table carries ``run_id`` and ``ingest_id``: a row
+is visible only when a ``runs`` row with the same pair exists (``runs`` is
+committed last), which makes a run's ingest atomic across tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+PARTITION_COLUMN = "day"
+
+#: Kineto categories of GPU-side activity (current, legacy and MTIA spellings).
+GPU_OP_CATEGORIES: frozenset[str] = frozenset(
+    {
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "Kernel",
+        "Memcpy",
+        "Memset",
+        "mtia_ccp_events",
+    }
+)
+
+#: Categories of host-side runtime / driver API calls (launches and syncs).
+RUNTIME_CATEGORIES: frozenset[str] = frozenset(
+    {"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "hip_runtime"}
+)
+
+#: Flow categories that link a launch to its GPU op.
+LAUNCH_FLOW_CATEGORIES: frozenset[str] = frozenset({"ac2g", "async_gpu", "async_cpu_to_gpu"})
+
+#: Category of Python stack events (stored in the ``python`` table, not ``events``).
+PYTHON_CATEGORY = "python_function"
+
+# ---------------------------------------------------------------------------
+# columns shared by event-like tables
+# ---------------------------------------------------------------------------
+
+_RUN_KEY: list[pa.Field] = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("ingest_id", pa.string(), nullable=False),
+    pa.field("day", pa.date32(), nullable=False),
+]
+
+_EVENT_BASE: list[pa.Field] = [
+    *_RUN_KEY,
+    pa.field("event_index", pa.int64(), nullable=False),  # position in traceEvents
+    pa.field("cat", pa.string()),
+    pa.field("name", pa.string()),
+    pa.field("pid", pa.int64()),  # typed pid (see schema docs for string pids)
+    pa.field("tid", pa.int64()),
+    pa.field("pid_label", pa.string()),  # raw pid where the trace wrote a string / >int64
+    pa.field("tid_label", pa.string()),
+    pa.field("ts_ns", pa.int64()),  # absolute, ns since epoch (or since trace clock 0)
+    pa.field("dur_ns", pa.int64()),
+    pa.field("correlation", pa.int64()),
+    pa.field("external_id", pa.int64()),
+    pa.field("stream", pa.int64()),
+    pa.field("device", pa.int64()),
+    pa.field("args_json", pa.string()),  # args without a typed column, as JSON text
+]
+
+RUNS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("source_path", pa.string()),  # absolute path of the trace file
+        pa.field("file_name", pa.string()),
+        pa.field("bytes", pa.int64()),  # size of the source file as stored (compressed)
+        pa.field("sha256", pa.string()),
+        pa.field("ingested_at", pa.timestamp("us", tz="UTC")),
+        pa.field("start_ns", pa.int64()),  # earliest event start
+        pa.field("end_ns", pa.int64()),  # latest event end
+        pa.field("host", pa.string()),
+        pa.field("rank", pa.int32()),
+        pa.field("world_size", pa.int32()),
+        pa.field("device_name", pa.string()),  # first GPU/accelerator name
+        pa.field("device_names", pa.list_(pa.string())),
+        pa.field("device_count", pa.int32()),
+        pa.field("backend", pa.string()),  # cuda | rocm | mtia | cpu
+        pa.field("dist_backend", pa.string()),  # distributedInfo.backend (nccl, ...)
+        pa.field("trace_name", pa.string()),
+        pa.field("trace_id", pa.string()),
+        pa.field("schema_version", pa.int32()),
+        pa.field("base_time_ns", pa.int64()),
+        pa.field("job", pa.string()),  # rank traces of one job: by default their directory
+        pa.field("labels_json", pa.string()),  # user labels {key: value} as JSON text
+        pa.field("metadata_json", pa.string()),  # header + trailer keys as JSON text
+        pa.field("category_counts_json", pa.string()),  # {"ph/cat": count} as JSON text
+        pa.field("n_events", pa.int64()),  # all elements of traceEvents
+        pa.field("n_duration_events", pa.int64()),  # rows in `events`
+        pa.field("n_gpu_ops", pa.int64()),
+        pa.field("n_kernels", pa.int64()),
+        pa.field("n_memcpy", pa.int64()),
+        pa.field("n_memset", pa.int64()),
+        pa.field("n_runtime", pa.int64()),
+        pa.field("n_cpu_ops", pa.int64()),
+        pa.field("n_python", pa.int64()),
+        pa.field("n_instants", pa.int64()),
+        pa.field("n_counters", pa.int64()),
+        pa.field("n_flows", pa.int64()),
+        pa.field("n_steps", pa.int64()),
+        pa.field("n_unlinked_gpu_ops", pa.int64()),
+        pa.field("n_dropped", pa.int64()),  # events outside --steps N window or skipped python
+        pa.field("steps_limit", pa.int32()),  # --steps N used at ingest (null: all)
+        pa.field("skip_python", pa.bool_()),
+        pa.field("anomalies_json", pa.string()),  # {kind: count} of oddities met and recorded
+        pa.field("tracewh_version", pa.string()),
+    ]
+)
+
+EVENTS = pa.schema(_EVENT_BASE)
+
+PYTHON = pa.schema(
+    [
+        *_EVENT_BASE,
+        pa.field("python_id", pa.int64()),
+        pa.field("python_parent_id", pa.int64()),
+    ]
+)
+
+GPU_OPS = pa.schema(
+    [
+        *_EVENT_BASE,
+        # derived classification (rules in sql/05_names.sql)
+        pa.field("op_kind", pa.string()),  # kernel | memcpy | memset | other
+        pa.field("short_name", pa.string()),
+        pa.field("category", pa.string()),
+        pa.field("memcpy_kind", pa.string()),  # HtoD | DtoH | DtoD | PtoP | ... (memcpy only)
+        # typed kernel / copy args
+        pa.field("grid_x", pa.int64()),
+        pa.field("grid_y", pa.int64()),
+        pa.field("grid_z", pa.int64()),
+        pa.field("block_x", pa.int64()),
+        pa.field("block_y", pa.int64()),
+        pa.field("block_z", pa.int64()),
+        pa.field("registers_per_thread", pa.int64()),
+        pa.field("shared_memory_bytes", pa.int64()),
+        pa.field("blocks_per_sm", pa.float64()),
+        pa.field("warps_per_sm", pa.float64()),
+        pa.field("occupancy_pct", pa.float64()),
+        pa.field("bytes", pa.int64()),
+        pa.field("bandwidth_gbps", pa.float64()),
+        pa.field("context", pa.int64()),
+        pa.field("graph_id", pa.int64()),
+        pa.field("graph_node_id", pa.int64()),
+        # linkage, materialised at ingest
+        pa.field("link_method", pa.string()),  # correlation | flow | external_id | null
+        pa.field("launch_name", pa.string()),
+        pa.field("launch_ts_ns", pa.int64()),
+        pa.field("launch_dur_ns", pa.int64()),
+        pa.field("launch_pid", pa.int64()),
+        pa.field("launch_tid", pa.int64()),
+        pa.field("op_name", pa.string()),  # innermost CPU operator enclosing the launch
+        pa.field("op_ts_ns", pa.int64()),
+        pa.field("op_dur_ns", pa.int64()),
+        pa.field("op_input_dims", pa.string()),  # its "Input Dims", JSON text
+        pa.field("op_external_id", pa.int64()),
+        pa.field("module_path", pa.string()),  # nn.Module path where the trace has one
+        pa.field("step", pa.int64()),  # N of the enclosing ProfilerStep#N
+    ]
+)
+
+STEPS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("step", pa.int64()),  # N of ProfilerStep#N
+        pa.field("name", pa.string()),
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+    ]
+)
+
+INSTANTS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),
+        pa.field("ph", pa.string()),
+        pa.field("cat", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("pid_label", pa.string()),
+        pa.field("tid_label", pa.string()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("scope", pa.string()),  # "s": g | p | t
+        # typed [memory] fields
+        pa.field("bytes", pa.int64()),
+        pa.field("total_allocated", pa.int64()),
+        pa.field("total_reserved", pa.int64()),
+        pa.field("device_type", pa.int64()),
+        pa.field("device_id", pa.int64()),
+        pa.field("addr", pa.int64()),
+        pa.field("args_json", pa.string()),
+    ]
+)
+
+COUNTERS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),
+        pa.field("cat", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("series", pa.string()),  # one row per (event, args key)
+        pa.field("value", pa.float64()),
+    ]
+)
+
+FLOWS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),
+        pa.field("ph", pa.string()),  # s | t | f
+        pa.field("cat", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("flow_id", pa.int64()),
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("bp", pa.string()),
+    ]
+)
+
+THREADS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("pid_label", pa.string()),
+        pa.field("tid_label", pa.string()),
+        pa.field("kind", pa.string()),  # process_name | thread_name | *_sort_index | process_labels ...
+        pa.field("value", pa.string()),
+        pa.field("sort_index", pa.int64()),
+    ]
+)
+
+INGEST_LOG = pa.schema(
+    [
+        pa.field("attempt_id", pa.string(), nullable=False),
+        pa.field("path", pa.string()),
+        pa.field("sha256", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("outcome", pa.string()),  # ingested | replaced | skipped | failed
+        pa.field("error", pa.string()),
+        pa.field("started_at", pa.timestamp("us", tz="UTC")),
+        pa.field("finished_at", pa.timestamp("us", tz="UTC")),
+        pa.field("bytes", pa.int64()),
+        pa.field("n_events", pa.int64()),
+        pa.field("host", pa.string()),
+        pa.field("tracewh_version", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A warehouse table: its name, Arrow schema and partition columns."""
+
+    name: str
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    doc: str
+
+    @property
+    def is_run_child(self) -> bool:
+        """True for tables whose rows belong to a run (visible once `runs` has the run)."""
+        return self.name not in ("runs", "ingest_log")
+
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec("runs", RUNS, ("day",), "one row per ingested trace"),
+        TableSpec("events", EVENTS, ("day",), "one row per duration (ph X) event"),
+        TableSpec("gpu_ops", GPU_OPS, ("day",), "one row per GPU activity, with its linkage"),
+        TableSpec("steps", STEPS, ("day",), "one row per ProfilerStep#N span"),
+        TableSpec("instants", INSTANTS, ("day",), "one row per instant (ph i/I) or other event"),
+        TableSpec("counters", COUNTERS, ("day",), "one row per (counter event, series)"),
+        TableSpec("flows", FLOWS, ("day",), "one row per flow event (ph s/t/f)"),
+        TableSpec("python", PYTHON, ("day",), "one row per python_function event"),
+        TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
+        TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
+    )
+}
+
+#: Child tables in commit order (``runs`` is committed after all of them).
+CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)
