@@ -150,7 +150,9 @@ def test_issue_example_and_nulls(con: duckdb.DuckDBPyConnection) -> None:
 def test_op_kind_and_memcpy_kind(
     con: duckdb.DuckDBPyConnection, cat: str, name: str, op_kind: str, memcpy_kind: str | None
 ) -> None:
-    assert con.execute("SELECT tw_op_kind(?, ?), tw_memcpy_kind(?)", [cat, name, name]).fetchall()[0] == (
+    assert con.execute("SELECT tw_op_kind(?, ?), tw_memcpy_kind(?)", [cat, name, name]).fetchall()[
+        0
+    ] == (
         op_kind,
         memcpy_kind,
     )
