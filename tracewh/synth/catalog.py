@@ -1,0 +1,330 @@
+"""What a synthetic denoising step is made of: ops, runtime calls, kernels, per flavor.
+
+The model is a DiT-like diffusion transformer run with tensor parallelism: each
+step is a host-bound scheduler prologue (tiny kernels, an input copy, a memset),
+``layers`` transformer blocks (layer norm, GEMMs, flash attention, cross attention
+with softmax, GELU, residual adds, two NCCL all-reduces), and an epilogue with a
+reduction, a CUDA-graph replay (one correlation, several kernels), a device copy
+and a blocking device-to-host copy that ends the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["compute", "comm", "copy"]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU activity: a kernel, memcpy or memset (durations in µs before noise)."""
+
+    cat: str
+    name: str
+    role: Role
+    dur_us: float
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (128, 1, 1)
+    regs: int = 32
+    smem: int = 0
+    nbytes: int = 0
+
+
+@dataclass(frozen=True)
+class Call:
+    """A runtime call (``cudaLaunchKernel``...) and the GPU activities it enqueues."""
+
+    name: str
+    cpu_us: float
+    gpu: tuple[Gpu, ...] = ()
+    sync: bool = False
+
+
+@dataclass(frozen=True)
+class Op:
+    """A CPU-side span (``cpu_op`` or ``user_annotation``) with nested ops and calls."""
+
+    name: str
+    cpu_us: float
+    body: tuple[Op | Call, ...] = ()
+    cat: str = "cpu_op"
+    dims: str = "[]"
+    types: str = "[]"
+    module: str | None = None
+    alloc: int = 0
+
+
+@dataclass(frozen=True)
+class FlavorSpec:
+    """Names and device facts of one GPU vendor's stack."""
+
+    launch: str
+    gemm_launch: str
+    comm_launch: str
+    memcpy: str
+    memset: str
+    graph: str
+    sync: str
+    compute_stream: int
+    comm_stream: int
+    copy_stream: int
+    device_name: str
+    device_mem: int
+    num_sms: int
+    warp_size: int
+    compute_major: int
+    compute_minor: int
+    speed: float
+    gemm: tuple[str, str, str]
+    flash: str
+    htod: str
+    dtoh: str
+    nccl: str
+    rocm: bool
+
+
+_AT = "at::native::"
+_ARR = "at::detail::Array<char*, {n}>"
+
+
+def _vec(functor: str, n: int) -> str:
+    arr = _ARR.format(n=n)
+    return f"void {_AT}vectorized_elementwise_kernel<4, {functor}, {arr} >(int, {functor}, {arr})"
+
+
+_GELU_F = (
+    f"{_AT}GeluCUDAKernelImpl(at::TensorIteratorBase&, {_AT}GeluType)::{{lambda()#2}}::operator()() const"
+    "::{lambda()#2}::operator()() const::{lambda(float)#1}"
+)
+GELU = _vec(_GELU_F, 2)
+ADD = _vec(f"{_AT}CUDAFunctor_add<float>", 3)
+MUL = _vec(
+    f"{_AT}AUnaryFunctor<float, float, float, {_AT}binary_internal::MulFunctor<float> >", 2
+)
+FILL = _vec(f"{_AT}FillFunctor<float>", 1)
+LAYER_NORM = (
+    f"void {_AT}(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
+    "(int, float, float const*, float const*, float const*, float*, float*, float*)"
+)
+SOFTMAX = (
+    "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>"
+    "(float*, float const*, int, int, int, bool const*, int, bool)"
+)
+_MEAN_OP = f"{_AT}ReduceOp<float, {_AT}MeanOps<float, float, float, float>, unsigned int, float, 4>"
+REDUCE = f"void {_AT}reduce_kernel<512, 1, {_MEAN_OP} >({_MEAN_OP})"
+_COPY_F = (
+    f"{_AT}direct_copy_kernel_cuda(at::TensorIteratorBase&)::{{lambda()#3}}::operator()() const"
+    "::{lambda()#7}::operator()() const::{lambda(float)#1}"
+)
+COPY = _vec(_COPY_F, 2)
+BMM = "ampere_sgemm_128x64_tn"
+
+
+def _cutlass(tile: str) -> str:
+    k = f"cutlass_80_tensorop_s1688gemm_{tile}_tn_align4"
+    return f"void cutlass::Kernel2<{k}>({k}::Params)"
+
+
+def _tensile(tile: str) -> str:
+    return (
+        f"Cijk_Alik_Bljk_SB_MT{tile}_MI32x32x2x1_SN_1LDSB0_APM1_AF0EM8_AF1EM1_AMAS3_ASE_ASGT_ASLT"
+        "_ASAE01_ASCE01_ASEM8_BL1_BS1_DTL0_DTVA0_EPS1_FL0_GRVW4_GSU1_GSUASB_GLS0_ISA90a_IU1_K1"
+        "_KLA_LBSPP128_LPA0_LPB8_LDL1_LRVW4_LWPMn1_MIAV0_MDA2_NTA0_NTB0_NTC0_NTD0_NEPBS0_NLCA1"
+        "_NLCB1_ONLL1_PGR1_PLR1_SIA1_SS1_SU32_SUM0_SUS256_SVW4_TT4_64_TLDS1_USFGROn1_VW4_WS64_WG32_8_1"
+    )
+
+
+CUDA = FlavorSpec(
+    launch="cudaLaunchKernel",
+    gemm_launch="cudaLaunchKernel",
+    comm_launch="cudaLaunchKernelExC",
+    memcpy="cudaMemcpyAsync",
+    memset="cudaMemsetAsync",
+    graph="cudaGraphLaunch",
+    sync="cudaStreamSynchronize",
+    compute_stream=7,
+    comm_stream=40,
+    copy_stream=25,
+    device_name="NVIDIA A100-SXM4-80GB",
+    device_mem=85097971712,
+    num_sms=108,
+    warp_size=32,
+    compute_major=8,
+    compute_minor=0,
+    speed=1.0,
+    gemm=(_cutlass("256x128_16x3"), _cutlass("128x128_16x5"), "ampere_sgemm_128x64_tn"),
+    flash=(
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4,"
+        " false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4,"
+        " cutlass::bfloat16_t> >, false, false, false, false, true, true, false, false>"
+        "(pytorch_flash::Flash_fwd_params)"
+    ),
+    htod="Memcpy HtoD (Pageable -> Device)",
+    dtoh="Memcpy DtoH (Device -> Pinned)",
+    nccl="ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    rocm=False,
+)
+
+ROCM = FlavorSpec(
+    launch="hipLaunchKernel",
+    gemm_launch="hipExtModuleLaunchKernel",
+    comm_launch="hipExtLaunchKernel",
+    memcpy="hipMemcpyAsync",
+    memset="hipMemsetAsync",
+    graph="hipGraphLaunch",
+    sync="hipStreamSynchronize",
+    compute_stream=0,
+    comm_stream=3,
+    copy_stream=1,
+    device_name="AMD Instinct MI250X",
+    device_mem=68702699520,
+    num_sms=110,
+    warp_size=64,
+    compute_major=9,
+    compute_minor=0,
+    speed=1.3,
+    gemm=(_tensile("128x128x16"), _tensile("256x128x16"), _tensile("64x64x16")),
+    flash=(
+        "void ck_tile::kentry<256, 1, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVSAsync"
+        "<ck_tile::BlockFmhaPipelineProblem<ck_tile::bf16_t, ck_tile::bf16_t, ck_tile::bf16_t, float,"
+        " float, ck_tile::bf16_t, unsigned short, float, ck_tile::bf16_t, ck_tile::bf16_t> >,"
+        " ck_tile::Default2DEpilogue<ck_tile::Default2DEpilogueProblem<float, ck_tile::bf16_t,"
+        " false, false, true> > > >(ck_tile::FmhaFwdKernel::Kargs)"
+    ),
+    htod="Memcpy HtoD (Host -> Device)",
+    dtoh="Memcpy DtoH (Device -> Host)",
+    nccl="ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
+    rocm=True,
+)
+
+T = "[8, 1024, 1152]"
+
+
+def _k(name: str, us: float, grid: int, block: int = 128, regs: int = 32, smem: int = 0) -> Gpu:
+    return Gpu("kernel", name, "compute", us, (grid, 1, 1), (block, 1, 1), regs, smem)
+
+
+def _launch(f: FlavorSpec, *gpu: Gpu, gemm: bool = False) -> Call:
+    return Call(f.gemm_launch if gemm else f.launch, 7.5 if gemm else 5.5, gpu)
+
+
+def _linear(f: FlavorSpec, n_in: int, n_out: int, us: float, tile: int, mod: str) -> Op:
+    dims = f"[[8, 1024, {n_in}], [{n_out}, {n_in}], [{n_out}]]"
+    gemm = Gpu("kernel", f.gemm[tile], "compute", us, (n_out // 128, 64, 1), (256, 1, 1), 230, 73728)
+    addmm = Op(
+        "aten::addmm",
+        14.0,
+        (_launch(f, gemm, gemm=True),),
+        dims=f"[[{n_out}], [8192, {n_in}], [{n_in}, {n_out}], [], []]",
+        types='["float", "float", "float", "Scalar", "Scalar"]',
+        alloc=8192 * n_out * 4,
+    )
+    return Op("aten::linear", 9.0, (Op("aten::t", 4.0), addmm), dims=dims,
+              types='["float", "float", "float"]', module=mod)
+
+
+def _ew(f: FlavorSpec, name: str, kernel: str, us: float, n: int = 2) -> Op:
+    dims = ", ".join([T] * n)
+    types = ", ".join(['"float"'] * n)
+    return Op(name, 11.0, (_launch(f, _k(kernel, us, 9216, 128, 16)),), dims=f"[{dims}]",
+              types=f"[{types}]", alloc=8192 * 1152 * 4)
+
+
+def _layer_norm(f: FlavorSpec) -> Op:
+    inner = Op("aten::native_layer_norm", 12.0, (_launch(f, _k(LAYER_NORM, 45.0, 8192, 256, 30)),),
+               dims=f"[{T}, [], [1152], [1152], []]", types='["float", "ScalarList", "float", "float", "Scalar"]',
+               alloc=8192 * 1152 * 4)
+    return Op("aten::layer_norm", 6.0, (inner,), dims=f"[{T}, [], [1152], [1152], [], []]",
+              types='["float", "ScalarList", "float", "float", "Scalar", "Scalar"]', module="LayerNorm")
+
+
+def _allreduce(f: FlavorSpec, us: float) -> Op:
+    nccl = Gpu("kernel", f.nccl, "comm", us, (16, 1, 1), (640, 1, 1), 96, 87568)
+    rpc = Op("record_param_comms", 18.0, (Call(f.comm_launch, 9.0, (nccl,)),), dims=f"[{T}]", types='["float"]')
+    return Op("c10d::allreduce_", 8.0, (rpc,), dims=f"[{T}]", types='["float"]')
+
+
+def _block(f: FlavorSpec) -> Op:
+    flash = Gpu("kernel", f.flash, "compute", 700.0, (8, 128, 16), (128, 1, 1), 255, 49152)
+    attn = Op(
+        "aten::scaled_dot_product_attention", 10.0,
+        (Op("aten::_scaled_dot_product_flash_attention", 8.0,
+            (Op("aten::_flash_attention_forward", 12.0, (_launch(f, flash),),
+                dims="[[8, 1024, 16, 72], [8, 1024, 16, 72], [8, 1024, 16, 72]]",
+                types='["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]'),)),),
+        dims="[[8, 16, 1024, 72], [8, 16, 1024, 72], [8, 16, 1024, 72]]",
+        types='["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]', module="Attention")
+    bmm = Gpu("kernel", BMM if not f.rocm else f.gemm[2], "compute", 40.0, (64, 8, 16), (128, 1, 1), 122, 16384)
+    cross: list[Op | Call] = []
+    for name in ("aten::matmul", "aten::softmax", "aten::matmul"):
+        if name == "aten::softmax":
+            cross.append(Op(name, 7.0, (Op("aten::_softmax", 10.0, (_launch(f, _k(SOFTMAX, 35.0, 4096)),),
+                                           dims="[[8, 16, 1024, 77], [], []]", types='["float", "Scalar", "Scalar"]'),),
+                            dims="[[8, 16, 1024, 77], [], []]", types='["float", "Scalar", "ScalarType"]'))
+        else:
+            cross.append(Op(name, 8.0, (Op("aten::bmm", 12.0, (_launch(f, bmm, gemm=True),),
+                                           dims="[[128, 1024, 72], [128, 72, 77]]", types='["float", "float"]'),),
+                            dims="[[8, 16, 1024, 72], [8, 16, 72, 77]]", types='["float", "float"]'))
+    body: tuple[Op | Call, ...] = (
+        _layer_norm(f),
+        _linear(f, 1152, 3456, 420.0, 0, "Linear"),
+        attn,
+        Op("aten::_unsafe_view", 3.0),
+        *cross,
+        _linear(f, 1152, 1152, 150.0, 1, "Linear"),
+        _allreduce(f, 300.0),
+        _ew(f, "aten::add", ADD, 60.0),
+        _layer_norm(f),
+        _linear(f, 1152, 4608, 560.0, 0, "Linear"),
+        _ew(f, "aten::gelu", GELU, 90.0, 1),
+        _linear(f, 4608, 1152, 560.0, 1, "Linear"),
+        _allreduce(f, 300.0),
+        _ew(f, "aten::add", ADD, 60.0),
+    )
+    return Op("DiTBlock", 0.0, body, cat="python", module="DiTBlock")
+
+
+def step_program(f: FlavorSpec, layers: int) -> tuple[Op, ...]:
+    """The ops of one denoising step, in launch order (the step span wraps them)."""
+    small = [
+        _ew(f, "aten::mul", MUL, 2.4, 1),
+        _ew(f, "aten::add", ADD, 2.6),
+        _ew(f, "aten::mul", MUL, 2.3, 1),
+    ]
+    latents = 8 * 4 * 128 * 128 * 4
+    htod = Gpu("gpu_memcpy", f.htod, "compute", 95.0, nbytes=latents)
+    prefetch = Gpu("gpu_memcpy", f.htod.replace("Pageable", "Pinned"), "copy", 40.0, nbytes=latents)
+    memset = Gpu("gpu_memset", "Memset (Device)", "compute", 6.0, nbytes=8192 * 1152 * 4)
+    prologue: list[Op] = [
+        Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 900.0, cat="user_annotation"),
+        Op("aten::to", 6.0, (Op("aten::_to_copy", 9.0, (Op("aten::copy_", 12.0, (Call(f.memcpy, 22.0, (htod,)),),
+                                                          dims="[[8, 4, 128, 128], [8, 4, 128, 128], []]",
+                                                          types='["float", "float", "Scalar"]'),)),),
+           dims="[[8, 4, 128, 128], [], [], [], [], [], [], []]", alloc=latents),
+        Op("aten::copy_", 10.0, (Call(f.memcpy, 8.0, (prefetch,)),), dims="[[8, 4, 128, 128], [8, 4, 128, 128], []]",
+           types='["float", "float", "Scalar"]'),
+        Op("aten::zeros", 7.0, (Op("aten::zero_", 6.0, (Call(f.memset, 6.0, (memset,)),), dims=f"[{T}]",
+                                   types='["float"]'),), dims="[[], [], [], [], []]"),
+        *[Op(o.name, 180.0, o.body, dims=o.dims, types=o.types, alloc=o.alloc) for o in small],
+    ]
+    blocks = [_block(f) for _ in range(layers)]
+    graph_kernels = (
+        _k(LAYER_NORM, 30.0, 8192, 256, 30),
+        Gpu("kernel", f.gemm[1], "compute", 120.0, (32, 64, 1), (256, 1, 1), 230, 73728),
+        _k(MUL, 8.0, 9216, 128, 16),
+        _k(ADD, 9.0, 9216, 128, 16),
+    )
+    dtod = Gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", "compute", 14.0, nbytes=latents)
+    dtoh = Gpu("gpu_memcpy", f.dtoh, "compute", 3.0, nbytes=4)
+    epilogue: list[Op] = [
+        Op("aten::mean", 14.0, (_launch(f, _k(REDUCE, 18.0, 216, 512, 40)),), dims=f"[{T}, [], [], []]",
+           types='["float", "ScalarList", "Scalar", ""]', alloc=512),
+        Op("CUDAGraph.replay", 12.0, (Call(f.graph, 16.0, graph_kernels),), cat="user_annotation"),
+        Op("aten::copy_", 9.0, (Call(f.memcpy, 7.0, (dtod,)),), dims="[[8, 4, 128, 128], [8, 4, 128, 128], []]",
+           types='["float", "float", "Scalar"]'),
+        Op("aten::item", 5.0, (Op("aten::_local_scalar_dense", 9.0,
+                                  (Call(f.memcpy, 7.0, (dtoh,)), Call(f.sync, 4.0, sync=True)),
+                                  dims="[[]]", types='["float"]'),), dims="[[]]", types='["float"]'),
+    ]
+    return (*prologue, *blocks, *epilogue)
