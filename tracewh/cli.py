@@ -30,3 +30,65 @@ def version() -> None:
     Example: tracewh version
     """
     typer.echo(__version__)
+
+
+@app.command()
+def synth(
+    out: str = typer.Argument(..., help="A .json/.json.gz file, or a directory (ranks, history)."),
+    flavor: str = typer.Option("cuda", help="cuda (A100, CUDA runtime) or rocm (MI250X, HIP)."),
+    steps: int = typer.Option(4, help="Denoising steps (ProfilerStep#N) per trace."),
+    size: str | None = typer.Option(None, help="Target uncompressed size per trace, e.g. 1GB (1000-based) or 1GiB; overrides --steps."),
+    layers: int = typer.Option(4, help="Transformer blocks per step."),
+    ranks: int = typer.Option(1, help="Ranks: one rank-K.pt.trace.json.gz per rank."),
+    straggler: str | None = typer.Option(None, help="RANK:PCT, e.g. 1:20% (that rank's compute kernels slower)."),
+    seed: int = typer.Option(0, help="Random seed; same options give byte-identical files."),
+    python: bool = typer.Option(False, "--python/--no-python", help="Emit python_function events."),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Emit profile_memory allocation instant events."),
+    model: str = typer.Option("dit-xl-2", help="Model name (labels, trace name)."),
+    gzip_level: int = typer.Option(1, help="gzip compression level 1-9 (1 is fastest)."),
+    runs: int | None = typer.Option(None, help="Write a nightly history of this many nights: OUT/YYYY-MM-DD/."),
+    start: str | None = typer.Option(None, help="First night of --runs, YYYY-MM-DD (default 2025-01-01)."),
+    regress: list[str] | None = typer.Option(None, help="KERNEL_PATTERN:+30%@YYYY-MM-DD (repeatable); glob if it has * or ?, else substring."),  # noqa: B008
+    noise: float = typer.Option(0.03, help="Night-to-night multiplicative noise on kernel durations (std dev)."),
+    trailer_distributed_info: bool = typer.Option(False, help="Write distributedInfo after traceEvents."),
+) -> None:
+    """Write realistic synthetic Kineto traces (a diffusion denoising loop on 1..N ranks).
+
+    Example: tracewh synth data/demo --runs 14 --ranks 2 --regress 'flash_fwd:+30%@2025-01-08'
+    """
+    from tracewh import synth as syn
+    from tracewh.errors import TracewhError
+
+    try:
+        config = syn.SynthConfig(
+            flavor=syn.parse_flavor(flavor),
+            steps=steps,
+            size_bytes=syn.parse_size(size) if size is not None else None,
+            layers=layers,
+            ranks=ranks,
+            straggler=syn.parse_straggler(straggler) if straggler is not None else None,
+            seed=seed,
+            python=python,
+            memory=memory,
+            model=model,
+            gzip_level=gzip_level,
+            distributed_info_in_trailer=trailer_distributed_info,
+            noise=noise,
+        )
+        summaries = syn.synthesize(
+            out,
+            config,
+            runs=runs,
+            start=syn.parse_date(start) if start is not None else None,
+            regressions=[syn.parse_regression(r) for r in regress or []],
+        )
+    except TracewhError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from exc
+    raw = sum(s.uncompressed_bytes for s in summaries)
+    disk = sum(s.file_bytes for s in summaries)
+    kernels = sum(s.kernels for s in summaries)
+    typer.echo(
+        f"wrote {len(summaries)} trace file(s) under {out}: {kernels} kernels, "
+        f"{raw / 1e6:.1f} MB JSON, {disk / 1e6:.1f} MB on disk"
+    )
