@@ -224,11 +224,14 @@ def _linear(f: FlavorSpec, n_in: int, n_out: int, us: float, tile: int, mod: str
               types='["float", "float", "float"]', module=mod)
 
 
-def _ew(f: FlavorSpec, name: str, kernel: str, us: float, n: int = 2) -> Op:
-    dims = ", ".join([T] * n)
+def _ew(f: FlavorSpec, name: str, kernel: str, us: float, n: int = 2, *, small: bool = False) -> Op:
+    shape = "[8, 4, 128, 128]" if small else T
+    dims = ", ".join([shape] * n)
     types = ", ".join(['"float"'] * n)
-    return Op(name, 11.0, (_launch(f, _k(kernel, us, 9216, 128, 16)),), dims=f"[{dims}]",
-              types=f"[{types}]", alloc=8192 * 1152 * 4)
+    grid = 512 if small else 9216
+    nbytes = 8 * 4 * 128 * 128 * 4 if small else 8192 * 1152 * 4
+    return Op(name, 11.0, (_launch(f, _k(kernel, us, grid, 128, 16)),), dims=f"[{dims}]",
+              types=f"[{types}]", alloc=nbytes)
 
 
 def _layer_norm(f: FlavorSpec) -> Op:
@@ -288,9 +291,9 @@ def _block(f: FlavorSpec) -> Op:
 def step_program(f: FlavorSpec, layers: int) -> tuple[Op, ...]:
     """The ops of one denoising step, in launch order (the step span wraps them)."""
     small = [
-        _ew(f, "aten::mul", MUL, 2.4, 1),
-        _ew(f, "aten::add", ADD, 2.6),
-        _ew(f, "aten::mul", MUL, 2.3, 1),
+        _ew(f, "aten::mul", MUL, 2.4, 1, small=True),
+        _ew(f, "aten::add", ADD, 2.6, small=True),
+        _ew(f, "aten::mul", MUL, 2.3, 1, small=True),
     ]
     latents = 8 * 4 * 128 * 128 * 4
     htod = Gpu("gpu_memcpy", f.htod, "compute", 95.0, nbytes=latents)
@@ -300,12 +303,15 @@ def step_program(f: FlavorSpec, layers: int) -> tuple[Op, ...]:
         Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 900.0, cat="user_annotation"),
         Op("aten::to", 6.0, (Op("aten::_to_copy", 9.0, (Op("aten::copy_", 12.0, (Call(f.memcpy, 22.0, (htod,)),),
                                                           dims="[[8, 4, 128, 128], [8, 4, 128, 128], []]",
-                                                          types='["float", "float", "Scalar"]'),)),),
-           dims="[[8, 4, 128, 128], [], [], [], [], [], [], []]", alloc=latents),
+                                                          types='["float", "float", "Scalar"]'),),
+                                 dims="[[8, 4, 128, 128], [], [], [], [], [], []]",
+                                 types='["float", "Scalar", "", "", "", "Scalar", ""]'),),
+           dims="[[8, 4, 128, 128], [], [], [], [], [], [], []]",
+           types='["float", "", "", "", "", "Scalar", "Scalar", ""]', alloc=latents),
         Op("aten::copy_", 10.0, (Call(f.memcpy, 8.0, (prefetch,)),), dims="[[8, 4, 128, 128], [8, 4, 128, 128], []]",
            types='["float", "float", "Scalar"]'),
         Op("aten::zeros", 7.0, (Op("aten::zero_", 6.0, (Call(f.memset, 6.0, (memset,)),), dims=f"[{T}]",
-                                   types='["float"]'),), dims="[[], [], [], [], []]"),
+                                   types='["float"]'),), dims="[[], [], [], [], []]", types='["ScalarList", "Scalar", "", "", ""]'),
         *[Op(o.name, 180.0, o.body, dims=o.dims, types=o.types, alloc=o.alloc) for o in small],
     ]
     blocks = [_block(f) for _ in range(layers)]
