@@ -74,11 +74,8 @@ def create_raw_relations(
     for name in TABLES:
         paths = list(files.get(name, ()))
         if paths:
-            con.execute(
-                f"CREATE OR REPLACE VIEW raw_{name} AS SELECT {_select_list(name)} "
-                f"FROM read_parquet(?, hive_partitioning = true, union_by_name = true)",
-                [paths],
-            )
+            rel = con.read_parquet(paths, hive_partitioning=True, union_by_name=True)
+            rel.project(_select_list(name)).create_view(f"raw_{name}", replace=True)
         else:
             con.execute(f"CREATE OR REPLACE TABLE raw_{name} ({table_columns_sql(name)})")
 

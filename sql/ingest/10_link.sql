@@ -1,0 +1,155 @@
+-- Ingest-time derivations over one run's staging tables (s_ev, s_gpu, s_py, s_inst,
+-- s_cnt, s_flow, s_thr; timestamps still relative to baseTimeNanoseconds).
+-- Not an analysis view: run by tracewh.ingest for each trace, in one DuckDB
+-- connection that spills to disk, so linkage stays within bounded memory.
+--
+-- t_steps  one row per ProfilerStep#N span (the longest span per N)
+-- t_rt     one row per runtime / driver API call (launches, syncs, ...)
+-- t_gpu    one row per GPU op with launch_index (event_index of its runtime call)
+--          and link_method: correlation id, then ac2g flow, then External id
+-- t_launch one row per linked launch with its innermost enclosing CPU operator
+--          (op_index) and its ProfilerStep number (step)
+
+CREATE OR REPLACE TEMP TABLE t_steps AS
+SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
+FROM (
+    SELECT TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS BIGINT) AS step,
+           name, pid, tid, ts_ns, dur_ns, event_index
+    FROM s_ev
+    WHERE name LIKE 'ProfilerStep#%'
+      AND coalesce(cat, '') NOT IN ('gpu_user_annotation')
+      AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL
+)
+WHERE step IS NOT NULL
+ORDER BY step, dur_ns DESC, event_index;
+
+CREATE OR REPLACE TEMP TABLE t_rt AS
+SELECT event_index, name, pid, tid, ts_ns, dur_ns, correlation, external_id
+FROM s_ev
+WHERE cat IN ('cuda_runtime', 'cuda_driver', 'Runtime', 'mtia_runtime', 'hip_runtime');
+
+CREATE OR REPLACE TEMP TABLE t_gpu0 AS
+SELECT event_index, pid, tid, ts_ns, correlation, external_id
+FROM s_ev
+WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events');
+
+-- 1. correlation id (one runtime call per id: the earliest)
+CREATE OR REPLACE TEMP TABLE t_by_corr AS
+SELECT g.event_index AS gpu_index, r.event_index AS launch_index
+FROM t_gpu0 g
+JOIN (
+    SELECT DISTINCT ON (correlation) correlation, event_index
+    FROM t_rt WHERE correlation IS NOT NULL
+    ORDER BY correlation, ts_ns, event_index
+) r ON g.correlation = r.correlation;
+
+-- 2. flow arrows: 'f' bound to the GPU op (same track and start), 's' with the same id
+--    bound to the runtime call (same track and start)
+CREATE OR REPLACE TEMP TABLE t_by_flow AS
+SELECT DISTINCT ON (g.event_index) g.event_index AS gpu_index, r.event_index AS launch_index
+FROM t_gpu0 g
+ANTI JOIN t_by_corr c ON c.gpu_index = g.event_index
+JOIN s_flow f ON f.ph = 'f' AND f.pid = g.pid AND f.tid = g.tid AND f.ts_ns = g.ts_ns
+             AND f.cat IN ('ac2g', 'async_gpu', 'async_cpu_to_gpu')
+JOIN s_flow s ON s.ph = 's' AND s.flow_id = f.flow_id AND s.cat = f.cat
+JOIN t_rt r ON r.pid = s.pid AND r.tid = s.tid AND r.ts_ns = s.ts_ns
+ORDER BY g.event_index, r.event_index;
+
+-- 3. External id: the latest runtime call with the same External id starting before the op
+CREATE OR REPLACE TEMP TABLE t_by_ext AS
+SELECT g.event_index AS gpu_index, r.event_index AS launch_index
+FROM (
+    SELECT * FROM t_gpu0 g
+    WHERE external_id IS NOT NULL AND external_id <> 0 AND ts_ns IS NOT NULL
+      AND event_index NOT IN (SELECT gpu_index FROM t_by_corr)
+      AND event_index NOT IN (SELECT gpu_index FROM t_by_flow)
+) g
+ASOF JOIN (SELECT * FROM t_rt WHERE external_id IS NOT NULL AND ts_ns IS NOT NULL) r
+    ON g.external_id = r.external_id AND g.ts_ns >= r.ts_ns;
+
+CREATE OR REPLACE TEMP TABLE t_gpu AS
+SELECT g.event_index,
+       coalesce(c.launch_index, f.launch_index, x.launch_index) AS launch_index,
+       CASE WHEN c.launch_index IS NOT NULL THEN 'correlation'
+            WHEN f.launch_index IS NOT NULL THEN 'flow'
+            WHEN x.launch_index IS NOT NULL THEN 'external_id' END AS link_method
+FROM t_gpu0 g
+LEFT JOIN t_by_corr c ON c.gpu_index = g.event_index
+LEFT JOIN t_by_flow f ON f.gpu_index = g.event_index
+LEFT JOIN t_by_ext x ON x.gpu_index = g.event_index;
+
+-- Innermost enclosing CPU operator of each launch, without a quadratic range join:
+-- on each thread, the nesting depth at time t is the running sum of +1 (op starts)
+-- and -1 (op ends) up to t; the op enclosing t innermost is the last op that
+-- started at that depth before t. Keys: 2*t for ends, 2*t+1 for starts, so an op
+-- that ends at t does not enclose a call starting at t, and one starting at t does.
+CREATE OR REPLACE TEMP TABLE t_cpu AS
+SELECT event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns
+FROM s_ev
+WHERE cat IN ('cpu_op', 'user_annotation', 'Operator')
+  AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
+  AND name NOT LIKE 'ProfilerStep#%';
+
+CREATE OR REPLACE TEMP TABLE t_bounds AS
+SELECT pid, tid, k, max_by(depth, seq) AS depth
+FROM (
+    SELECT pid, tid, k,
+           sum(d) OVER w AS depth,
+           row_number() OVER w AS seq
+    FROM (
+        SELECT pid, tid, 2 * ts_ns + 1 AS k, 1 AS d, end_ns AS o FROM t_cpu
+        UNION ALL
+        SELECT pid, tid, 2 * end_ns AS k, -1 AS d, 0 AS o FROM t_cpu
+    )
+    WINDOW w AS (PARTITION BY pid, tid ORDER BY k, o DESC ROWS UNBOUNDED PRECEDING)
+)
+GROUP BY pid, tid, k;
+
+-- an op's level is the depth right after its own start; several ops starting at
+-- the same instant are ordered longest (outermost) first
+CREATE OR REPLACE TEMP TABLE t_levels AS
+SELECT c.event_index, c.pid, c.tid, 2 * c.ts_ns + 1 AS k, c.end_ns,
+       b.depth - (c.n_same - c.nth) AS level
+FROM (
+    SELECT *,
+           row_number() OVER (PARTITION BY pid, tid, ts_ns ORDER BY end_ns DESC, event_index) AS nth,
+           count(*) OVER (PARTITION BY pid, tid, ts_ns) AS n_same
+    FROM t_cpu
+) c
+JOIN t_bounds b ON b.pid = c.pid AND b.tid = c.tid AND b.k = 2 * c.ts_ns + 1;
+
+CREATE OR REPLACE TEMP TABLE t_launch0 AS
+SELECT r.event_index AS launch_index, r.pid, r.tid, r.ts_ns, 2 * r.ts_ns + 1 AS qk
+FROM t_rt r
+WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
+  AND r.event_index IN (SELECT launch_index FROM t_gpu WHERE launch_index IS NOT NULL);
+
+CREATE OR REPLACE TEMP TABLE t_launch AS
+SELECT l.launch_index, l.ts_ns,
+       CASE WHEN o.end_ns > l.ts_ns THEN o.event_index END AS op_index
+FROM (
+    SELECT l.*, b.depth
+    FROM t_launch0 l
+    ASOF LEFT JOIN t_bounds b ON b.pid = l.pid AND b.tid = l.tid AND l.qk >= b.k
+) l
+ASOF LEFT JOIN t_levels o
+    ON o.pid = l.pid AND o.tid = l.tid AND o.level = l.depth AND l.qk >= o.k;
+
+-- the run window kept by `--steps N` ($lo_ns, $hi_ns relative; NULL: keep everything)
+CREATE OR REPLACE TEMP MACRO tw_keep(t, lo, hi) AS
+    t IS NULL OR ((lo IS NULL OR t >= lo) AND (hi IS NULL OR t < hi));
+
+-- classification of each distinct GPU op name (sql/05_names.sql rules)
+CREATE OR REPLACE TEMP TABLE t_names AS
+SELECT cat, name,
+       tw_op_kind(cat, name) AS op_kind,
+       tw_short_name(name) AS short_name,
+       tw_category(name, cat) AS category,
+       tw_memcpy_kind(name) AS memcpy_kind
+FROM (SELECT DISTINCT e.cat, e.name FROM s_ev e SEMI JOIN t_gpu0 g USING (event_index));
+
+-- the time that places an event in the --steps window and in a step: a GPU op is
+-- placed by its launch call where linked, every other event by its own start
+CREATE OR REPLACE TEMP TABLE t_place AS
+SELECT g.event_index, r.ts_ns AS launch_ts_ns
+FROM t_gpu g JOIN t_rt r ON r.event_index = g.launch_index;

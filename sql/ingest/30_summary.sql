@@ -1,0 +1,19 @@
+-- one row of per-run figures for the `runs` row (relative times; no params)
+SELECT
+    (SELECT min(ts_ns) FROM s_ev) AS start_ns,
+    (SELECT max(ts_ns + coalesce(dur_ns, 0)) FROM s_ev) AS end_ns,
+    (SELECT count(*) FROM s_ev) AS n_duration_events,
+    (SELECT count(*) FROM t_gpu0) AS n_gpu_ops,
+    (SELECT count(*) FROM s_ev WHERE cat IN ('kernel', 'Kernel')) AS n_kernels,
+    (SELECT count(*) FROM s_ev WHERE cat IN ('gpu_memcpy', 'Memcpy')) AS n_memcpy,
+    (SELECT count(*) FROM s_ev WHERE cat IN ('gpu_memset', 'Memset')) AS n_memset,
+    (SELECT count(*) FROM t_rt) AS n_runtime,
+    (SELECT count(*) FROM s_ev WHERE cat IN ('cpu_op', 'Operator')) AS n_cpu_ops,
+    (SELECT count(*) FROM s_py) AS n_python,
+    (SELECT count(*) FROM s_inst) AS n_instants,
+    (SELECT count(DISTINCT event_index) FROM s_cnt) AS n_counters,
+    (SELECT count(*) FROM s_flow) AS n_flows,
+    (SELECT count(*) FROM t_steps) AS n_steps,
+    (SELECT count(*) FROM t_gpu WHERE launch_index IS NULL) AS n_unlinked_gpu_ops,
+    (SELECT count(*) FILTER (WHERE starts_with(name, 'hip')) FROM t_rt) AS n_hip_calls,
+    (SELECT count(*) FILTER (WHERE cat LIKE 'mtia%') FROM s_ev) AS n_mtia

@@ -1,0 +1,447 @@
+"""Ingest one trace file: hash, lock, stream to staging, derive, commit.
+
+The commit order makes a run atomic across tables: every child table is
+appended (one Delta commit each, rows tagged with a fresh ``ingest_id``), then
+the ``runs`` row, which is what makes them visible. A failure or a kill before
+that leaves only invisible rows, removed by :func:`tracewh.ingest.cleanup.cleanup`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracewh import __version__
+from tracewh.db import SQL_DIR
+from tracewh.errors import TraceFormatError, TracewhError
+from tracewh.ingest.reader import open_trace, sha256_file
+from tracewh.ingest.rows import StagingWriter, dumps, stage_events
+from tracewh.schema import INGEST_LOG, RUNS
+from tracewh.store import Store
+
+INGEST_SQL = SQL_DIR / "ingest"
+NAMES_SQL = SQL_DIR / "05_names.sql"
+
+Outcome = Literal["ingested", "replaced", "skipped", "failed"]
+
+_OUT_TABLES = (
+    ("events", "20_out_events.sql"),
+    ("gpu_ops", "21_out_gpu_ops.sql"),
+    ("steps", "22_out_steps.sql"),
+    ("instants", "23_out_instants.sql"),
+    ("counters", "24_out_counters.sql"),
+    ("flows", "25_out_flows.sql"),
+    ("python", "26_out_python.sql"),
+    ("threads", "27_out_threads.sql"),
+)
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How to ingest files.
+
+    Parameters
+    ----------
+    labels
+        User labels added to every run (override ``run.json`` labels).
+    steps
+        Keep only the first N ``ProfilerStep`` iterations.
+    skip_python
+        Drop ``python_function`` events.
+    force
+        Re-ingest files already in the warehouse, replacing their run atomically.
+    job
+        Job name for every run (default: the directory each file came from).
+    batch_rows
+        Rows buffered per staging table before a flush (bounds memory).
+    memory_limit
+        DuckDB memory limit for the linkage step (it spills beyond).
+    """
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    steps: int | None = None
+    skip_python: bool = False
+    force: bool = False
+    job: str | None = None
+    batch_rows: int = 50_000
+    memory_limit: str = "192MB"
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What happened to one file."""
+
+    path: str
+    outcome: Outcome
+    run_id: str | None = None
+    error: str | None = None
+    events: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    anomalies: Mapping[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "outcome": self.outcome,
+            "run_id": self.run_id,
+            "error": self.error,
+            "events": self.events,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "anomalies": dict(self.anomalies),
+        }
+
+
+def read_sidecar_labels(path: Path) -> dict[str, str]:
+    """Labels from a ``run.json`` next to the trace (flat ``{key: value}``); {} if none."""
+    sidecar = path.parent / "run.json"
+    if not sidecar.is_file():
+        return {}
+    try:
+        data = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(sidecar, f"unreadable run.json: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TraceFormatError(sidecar, "run.json is not a JSON object")
+    labels = data.get("labels") if isinstance(data.get("labels"), dict) else None
+    flat: dict[str, str] = {}
+    for key, value in {**data, **(labels or {})}.items():
+        if key == "labels" or isinstance(value, dict | list):
+            continue
+        flat[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    return flat
+
+
+def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
+    ds = store.table("runs").to_pyarrow_dataset()
+    table = ds.to_table(
+        filter=pc.field("run_id") == run_id, columns=["run_id", "ingest_id", "source_path"]
+    )
+    rows = table.to_pylist()
+    return rows[0] if rows else None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
+    """Ingest one trace file into ``store``; never raises for a bad file.
+
+    Returns a :class:`FileResult` whose ``outcome`` is ``ingested``,
+    ``replaced`` (``--force`` over an existing run), ``skipped`` (same bytes
+    already ingested) or ``failed`` (``error`` names the file and the problem).
+    """
+    started = _now()
+    t0 = time.perf_counter()
+    path = Path(os.path.abspath(path))
+    sha: str | None = None
+    size = 0
+    run_id: str | None = None
+    try:
+        try:
+            sha, size = sha256_file(path)
+        except OSError as exc:
+            raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
+        run_id = sha[:16]
+        with store.lock(f"run-{run_id}"):
+            existing = _existing_run(store, run_id)
+            if existing is not None and not options.force:
+                result = FileResult(
+                    str(path), "skipped", run_id,
+                    error=f"already ingested (run {run_id} from {existing['source_path']})",
+                    bytes=size, seconds=time.perf_counter() - t0,
+                )
+            else:
+                ingest_id = uuid.uuid4().hex
+                with store.lock(f"ingest-{ingest_id}"):
+                    n_events, anomalies = _ingest_locked(
+                        store, path, options,
+                        run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
+                        replace=existing is not None,
+                    )
+                result = FileResult(
+                    str(path), "replaced" if existing is not None else "ingested", run_id,
+                    events=n_events, bytes=size, seconds=time.perf_counter() - t0,
+                    anomalies=anomalies,
+                )
+    except TracewhError as exc:
+        result = FileResult(
+            str(path), "failed", run_id, error=str(exc), bytes=size,
+            seconds=time.perf_counter() - t0,
+        )
+    except (OSError, duckdb.Error, pa.ArrowException, MemoryError) as exc:
+        result = FileResult(
+            str(path), "failed", run_id,
+            error=f"{path}: {type(exc).__name__}: {exc}".splitlines()[0][:500],
+            bytes=size, seconds=time.perf_counter() - t0,
+        )
+    except Exception as exc:  # a bug: report it with its origin, keep the batch going
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result = FileResult(
+            str(path), "failed", run_id,
+            error=f"{path}: internal error {type(exc).__name__}: {exc} "
+            f"({Path(where.filename).name}:{where.lineno})"[:500],
+            bytes=size, seconds=time.perf_counter() - t0,
+        )
+    try:
+        _log(store, result, sha, started)
+    except Exception:  # the log is best effort; the run itself is committed or not
+        pass
+    return result
+
+
+def _ingest_locked(
+    store: Store,
+    path: Path,
+    options: IngestOptions,
+    *,
+    run_id: str,
+    ingest_id: str,
+    sha: str,
+    size: int,
+    replace: bool,
+) -> tuple[int, dict[str, int]]:
+    labels = {**read_sidecar_labels(path), **options.labels}
+    staging = store.new_staging(ingest_id)
+    anomalies: Counter[str] = Counter()
+    try:
+        writer = StagingWriter(staging, batch_rows=options.batch_rows)
+        stream, _tee = open_trace(path)
+        try:
+            n_events = stage_events(
+                stream.events, writer, skip_python=options.skip_python, anomalies=anomalies
+            )
+        except BaseException:
+            writer.abort()
+            raise
+        files = writer.close()
+        if n_events == 0:
+            raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
+        meta = stream.metadata
+        con = _connect(staging, files, options)
+        try:
+            summary = _derive_and_commit(
+                store, con, meta, options,
+                run_id=run_id, ingest_id=ingest_id, replace=replace,
+                base=dict(path=path, sha=sha, size=size, labels=labels,
+                          n_events=n_events, anomalies=anomalies),
+            )
+        finally:
+            con.close()
+        del summary
+        return n_events, dict(anomalies)
+    except BaseException:
+        _discard(store, ingest_id)
+        raise
+    finally:
+        store.remove_staging(staging)
+
+
+def _discard(store: Store, ingest_id: str) -> None:
+    """Best-effort removal of the child rows of a failed ingest (cleanup does it otherwise)."""
+    from tracewh.ingest.cleanup import delete_ingest
+
+    try:
+        delete_ingest(store, ingest_id)
+    except Exception:
+        pass
+
+
+def _connect(staging: Path, files: Mapping[str, Path], options: IngestOptions) -> Any:
+    tmp = staging / "duckdb_tmp"
+    tmp.mkdir(exist_ok=True)
+    con = duckdb.connect(config={"memory_limit": options.memory_limit, "threads": 2})
+    con.execute("SET temp_directory = ?", [str(tmp)])
+    con.execute("SET preserve_insertion_order = false")
+    for name, file in files.items():
+        con.read_parquet(str(file)).create_view(f"s_{name}")
+    con.execute(NAMES_SQL.read_text(encoding="utf-8"))
+    con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
+    return con
+
+
+def _i(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+
+
+def _device_names(meta: Mapping[str, Any]) -> list[str]:
+    props = meta.get("deviceProperties")
+    if isinstance(props, str):
+        try:
+            props = json.loads(props)
+        except ValueError:
+            return []
+    if isinstance(props, dict):
+        props = [props]
+    if not isinstance(props, list):
+        return []
+    return [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name") is not None]
+
+
+def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
+    if steps is None:
+        return None, None
+    rows = con.execute(
+        "SELECT ts_ns, ts_ns + dur_ns FROM t_steps ORDER BY ts_ns, step LIMIT ?", [steps]
+    ).fetchall()
+    if not rows:
+        return None, None
+    return rows[0][0], max(r[1] for r in rows)
+
+
+def _derive_and_commit(
+    store: Store,
+    con: Any,
+    meta: Mapping[str, Any],
+    options: IngestOptions,
+    *,
+    run_id: str,
+    ingest_id: str,
+    replace: bool,
+    base: Mapping[str, Any],
+) -> dict[str, Any]:
+    base_ns = _i(meta.get("baseTimeNanoseconds")) or 0
+    cur = con.execute((INGEST_SQL / "30_summary.sql").read_text(encoding="utf-8"))
+    cols = [d[0] for d in cur.description]
+    summary = dict(zip(cols, cur.fetchall()[0], strict=True))
+    start_ns = summary["start_ns"] + base_ns if summary["start_ns"] is not None else None
+    end_ns = summary["end_ns"] + base_ns if summary["end_ns"] is not None else None
+    ingested_at = _now()
+    day = (
+        datetime.fromtimestamp(start_ns / 1e9, UTC).date()
+        if start_ns is not None and 0 <= start_ns < 253402300799 * 10**9
+        else date(1970, 1, 1)
+    )
+    lo, hi = _window(con, options.steps)
+    params = {
+        "run_id": run_id,
+        "ingest_id": ingest_id,
+        "day": day,
+        "base_ns": base_ns,
+        "lo_ns": lo,
+        "hi_ns": hi,
+    }
+    kept = 0
+    for table, sql_file in _OUT_TABLES:
+        query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
+        used = {k: v for k, v in params.items() if f"${k}" in query}
+        n = con.execute(f"SELECT count(*) FROM ({query})", used).fetchall()[0][0]
+        if table in ("events", "python"):
+            kept += n
+        if n == 0:
+            continue
+
+        def reader(q: str = query, p: dict[str, Any] = used) -> pa.RecordBatchReader:
+            return con.sql(q, params=p).to_arrow_reader(65_536)
+
+        store.append(table, reader)
+    dropped = summary["n_duration_events"] + summary["n_python"] - kept
+    cat_counts = {k: n for k, n in con.execute(
+        (INGEST_SQL / "31_category_counts.sql").read_text(encoding="utf-8")).fetchall()}
+    names = _device_names(meta)
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    backend = (
+        "mtia" if summary["n_mtia"]
+        else "rocm" if summary["n_hip_calls"] or any(
+            k in n.upper() for n in names for k in ("AMD", "RADEON", "INSTINCT"))
+        else "cuda" if summary["n_gpu_ops"] or names
+        else "cpu"
+    )
+    path: Path = base["path"]
+    anomalies: Counter[str] = base["anomalies"]
+    if options.skip_python:
+        dropped += anomalies.get("skipped_python", 0)
+    row = {
+        "run_id": run_id,
+        "ingest_id": ingest_id,
+        "day": day,
+        "source_path": str(path),
+        "file_name": path.name,
+        "bytes": base["size"],
+        "sha256": base["sha"],
+        "ingested_at": ingested_at,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "host": str(meta.get("host_name") or meta.get("hostname") or "") or None,
+        "rank": _i(dist.get("rank")),
+        "world_size": _i(dist.get("world_size")),
+        "device_name": names[0] if names else None,
+        "device_names": names,
+        "device_count": len(names),
+        "backend": backend,
+        "dist_backend": str(dist["backend"]) if dist.get("backend") is not None else None,
+        "trace_name": str(meta["traceName"]) if meta.get("traceName") is not None else None,
+        "trace_id": str(meta["trace_id"]) if meta.get("trace_id") is not None else None,
+        "schema_version": _i(meta.get("schemaVersion")),
+        "base_time_ns": _i(meta.get("baseTimeNanoseconds")),
+        "job": options.job or str(path.parent),
+        "labels_json": dumps(dict(sorted(base["labels"].items()))),
+        "metadata_json": dumps(dict(meta)),
+        "category_counts_json": dumps(cat_counts),
+        "n_events": base["n_events"],
+        "n_duration_events": summary["n_duration_events"],
+        "n_gpu_ops": summary["n_gpu_ops"],
+        "n_kernels": summary["n_kernels"],
+        "n_memcpy": summary["n_memcpy"],
+        "n_memset": summary["n_memset"],
+        "n_runtime": summary["n_runtime"],
+        "n_cpu_ops": summary["n_cpu_ops"],
+        "n_python": summary["n_python"],
+        "n_instants": summary["n_instants"],
+        "n_counters": summary["n_counters"],
+        "n_flows": summary["n_flows"],
+        "n_steps": summary["n_steps"],
+        "n_unlinked_gpu_ops": summary["n_unlinked_gpu_ops"],
+        "n_dropped": dropped,
+        "steps_limit": options.steps,
+        "skip_python": options.skip_python,
+        "anomalies_json": dumps(dict(sorted(anomalies.items()))) if anomalies else None,
+        "tracewh_version": __version__,
+    }
+    table = pa.Table.from_pylist([row], schema=RUNS)
+    store.append(
+        "runs",
+        lambda: table,
+        replace_predicate=f"run_id = '{run_id}'" if replace else None,
+    )
+    return row
+
+
+def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:
+    row = {
+        "attempt_id": uuid.uuid4().hex,
+        "path": result.path,
+        "sha256": sha,
+        "run_id": result.run_id,
+        "outcome": result.outcome,
+        "error": result.error,
+        "started_at": started,
+        "finished_at": _now(),
+        "bytes": result.bytes,
+        "n_events": result.events,
+        "host": socket.gethostname(),
+        "tracewh_version": __version__,
+    }
+    table = pa.Table.from_pylist([row], schema=INGEST_LOG)
+    store.append("ingest_log", lambda: table)
