@@ -11,6 +11,7 @@ an independent, test-only stand-in for the ingest.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import gzip
 import json
 import re
@@ -168,3 +169,14 @@ def classify(con: duckdb.DuckDBPyConnection, rows: Iterable[dict[str, Any]]) -> 
     for r in rows:
         k, s, g, m = by[(r["cat"], r["name"])]
         r.update(op_kind=k, short_name=s, category=g, memcpy_kind=m)
+
+
+NS_TRACE_GLOB = "ns_resolution_trace__*.json.gz"
+
+
+@functools.lru_cache(maxsize=2)
+def real_trace(path: Path) -> tuple[duckdb.DuckDBPyConnection, dict[str, list[dict[str, Any]]]]:
+    """DuckDB over the rows of a real trace (classified with the SQL rules) and those rows."""
+    tables = trace_tables(load_trace(path))
+    classify(connect_tables({}), tables["gpu_ops"])
+    return warehouse(**tables), tables
