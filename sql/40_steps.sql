@@ -44,7 +44,7 @@ ops AS (
     SELECT
         step, device,
         sum(ops) AS ops,
-        arg_max(name, total_ns) AS top_kernel,
+        first(name ORDER BY total_ns DESC, name) AS top_kernel,
         max(total_ns) AS top_kernel_ns
     FROM per_name
     GROUP BY step, device

@@ -1,0 +1,164 @@
+"""GPU segments, time breakdown, steps, operator attribution, CPU op time, memcpy and ranks:
+SQL vs hand-worked fixtures (and invariants on a real trace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures import NS_TRACE_GLOB, RUN, query, real_trace, warehouse
+
+
+def _g(name: str, ts: int, dur: int, stream: int, **kw: Any) -> dict[str, Any]:
+    return {"cat": "kernel", "op_kind": "kernel", "category": "gemm", "name": name, "short_name": name,
+            "device": 0, "stream": stream, "ts_ns": ts, "dur_ns": dur, **kw}  # fmt: skip
+
+
+GPU = [
+    _g("K1", 0, 100, 7, launch_ts_ns=-10, op_name="aten::mm", op_input_dims="[[2, 3]]", op_external_id=1),
+    _g("N1", 50, 100, 20, category="communication", launch_ts_ns=40, op_name="nccl:all_reduce"),
+    _g("M1", 140, 60, 30, cat="gpu_memcpy", op_kind="memcpy", category="memcpy_HtoD", memcpy_kind="HtoD", bytes=6000),
+    _g("K2", 300, 50, 7, launch_ts_ns=250, op_name="aten::mm", op_input_dims="[[2, 3]]", op_external_id=2),
+    _g("M2", 500, 10, 30, cat="gpu_memcpy", op_kind="memcpy", memcpy_kind="HtoD", device=1),
+]  # fmt: skip
+STEPS = [{"step": 1, "ts_ns": 0, "dur_ns": 160}, {"step": 2, "ts_ns": 160, "dur_ns": 240}]
+
+
+def test_breakdown_sums_to_the_window() -> None:
+    con = warehouse(gpu_ops=GPU)
+    # segments: [0,50) compute; [50,100) compute+comm; [100,140) comm; [140,150) comm+memcpy;
+    # [150,200) memcpy; [200,300) idle; [300,350) compute
+    seg = query(con, "SELECT * FROM gpu_segments(?) WHERE device = 0 ORDER BY start_ns", [RUN])
+    assert seg.select("start_ns", "end_ns", "compute_ops", "comm_ops", "memcpy_ops").rows() == [
+        (0, 50, 1, 0, 0), (50, 100, 1, 1, 0), (100, 140, 0, 1, 0), (140, 150, 0, 1, 1),
+        (150, 200, 0, 0, 1), (200, 300, 0, 0, 0), (300, 350, 1, 0, 0),
+    ]  # fmt: skip
+    b = query(con, "SELECT * FROM gpu_time_breakdown(?)", [RUN]).row(0, named=True)
+    assert (b["window_ns"], b["computation_ns"], b["communication_ns"]) == (350, 150, 100)
+    assert (
+        b["comm_overlapped_ns"],
+        b["comm_exposed_ns"],
+        b["memcpy_exposed_ns"],
+        b["idle_ns"],
+    ) == (50, 50, 50, 100)
+    assert b["overlap_ratio"] == 0.5
+    assert (
+        b["computation_ns"] + b["comm_exposed_ns"] + b["memcpy_exposed_ns"] + b["idle_ns"]
+        == b["window_ns"]
+    )
+
+
+def test_steps() -> None:
+    con = warehouse(gpu_ops=GPU, steps=STEPS)
+    got = query(con, "SELECT * FROM step_summary(?) WHERE device = 0", [RUN])
+    s1, s2 = got.row(0, named=True), got.row(1, named=True)
+    assert (s1["wall_ns"], s1["gpu_busy_ns"], s1["gpu_idle_ns"], s1["ops"]) == (160, 160, 0, 3)
+    assert (s1["top_kernel"], s1["top_kernel_ns"], s1["bound"]) == (
+        "K1",
+        100,
+        "gpu",
+    )  # K1 and N1 tie at 100 ns: first name
+    # step 2 [160, 400): busy [160, 200) + [300, 350); K2's 200 ns gap (launched at 250, after
+    # K1 ended at 100) ends at 300: host wait
+    assert (s2["wall_ns"], s2["gpu_busy_ns"], s2["gpu_idle_ns"], s2["ops"]) == (240, 90, 150, 1)
+    assert (s2["host_wait_ns"], s2["kernel_wait_ns"], s2["other_wait_ns"], s2["bound"]) == (
+        200,
+        0,
+        0,
+        "cpu",
+    )
+    dev1 = query(con, "SELECT step, gpu_busy_ns, ops FROM step_summary(?) WHERE device = 1", [RUN])
+    assert dev1.rows() == [(1, 0, 0), (2, 0, 0)]
+
+
+def test_op_attribution_and_memcpy() -> None:
+    con = warehouse(gpu_ops=GPU)
+    ops = query(con, "SELECT * FROM op_gpu_time(?)", [RUN])
+    mm = ops.row(0, named=True)
+    assert (mm["op_name"], mm["op_input_dims"], mm["op_calls"], mm["kernels"], mm["gpu_ns"]) == (
+        "aten::mm", "[[2, 3]]", 2, 2, 150)  # fmt: skip
+    assert mm["mean_gpu_ns_per_call"] == 75.0 and mm["kernel_names"] == ["K1", "K2"]
+    mem = query(con, "SELECT * FROM memcpy_summary(?)", [RUN]).row(0, named=True)
+    # 6000 bytes in 60 ns = 100 bytes/ns = 100 GB/s; M2 has no byte count
+    assert (mem["memcpy_kind"], mem["ops"], mem["bytes"], mem["total_ns"]) == ("HtoD", 2, 6000, 70)
+    assert mem["achieved_gbps"] == pytest.approx(100.0)
+    wide = query(con, "SELECT ops FROM memcpy_kinds WHERE run_id = ?", [RUN])
+    assert wide.rows() == [(2,)]
+
+
+def test_cpu_op_self_and_total() -> None:
+    def ev(name: str, ts: int, dur: int, tid: int = 1) -> dict[str, Any]:
+        return {"cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts_ns": ts, "dur_ns": dur}
+
+    events = [
+        ev("p", 0, 100), ev("c", 10, 20), ev("c", 40, 20), ev("g", 45, 5), ev("z", 70, 0),
+        ev("q", 200, 100), ev("r", 200, 50),  # same start: the longer one is the parent
+        ev("p", 0, 30, tid=2),  # another thread: not nested in tid 1's ops
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts_ns": 12, "dur_ns": 5},
+    ]  # fmt: skip
+    con = warehouse(events=events)
+    nest = query(
+        con,
+        "SELECT name, tid, depth, self_ns FROM cpu_op_nesting(?) ORDER BY tid, ts_ns, dur_ns DESC",
+        [RUN],
+    )
+    assert nest.rows() == [
+        ("p", 1, 0, 60), ("c", 1, 1, 20), ("c", 1, 1, 15), ("g", 1, 2, 5), ("z", 1, 1, 0),
+        ("q", 1, 0, 50), ("r", 1, 1, 50), ("p", 2, 0, 30),
+    ]  # fmt: skip
+    t = {
+        r[0]: r[1:]
+        for r in query(
+            con, "SELECT name, calls, total_ns, self_ns FROM cpu_op_time(?)", [RUN]
+        ).rows()
+    }
+    assert t["p"] == (2, 130, 90) and t["c"] == (2, 40, 35) and t["q"] == (1, 100, 50)
+
+
+def test_ranks() -> None:
+    runs = [{"run_id": f"r{i}", "rank": i, "job": "j"} for i in range(3)] + [
+        {"run_id": "x", "job": "other"}
+    ]
+    gpu = [
+        {"run_id": f"r{i}", "cat": "kernel", "name": "k", "ts_ns": 0, "dur_ns": d, "step": 1}
+        for i, d in enumerate((100, 100, 140))
+    ] + [
+        {"run_id": "r2", "cat": "kernel", "name": "k", "ts_ns": 500, "dur_ns": 60, "step": 2},
+        {"run_id": "x", "cat": "kernel", "name": "k", "ts_ns": 0, "dur_ns": 9999, "step": 1},
+    ]
+    steps = [{"run_id": "r0", "step": 1, "ts_ns": 0, "dur_ns": 300}]
+    con = warehouse(runs=runs, gpu_ops=gpu, steps=steps)
+    per = query(con, "SELECT rank, total_ns FROM rank_kernels('j')")
+    assert per.rows() == [(0, 100), (1, 100), (2, 200)]
+    imb = query(con, "SELECT * FROM rank_imbalance('j')").row(0, named=True)
+    assert (imb["ranks"], imb["median_rank_total_ns"], imb["imbalance"], imb["slowest_rank"]) == (
+        3,
+        100.0,
+        2.0,
+        2,
+    )
+    st = query(
+        con, "SELECT step, rank, ratio, straggler, wall_ns FROM rank_stragglers('j') WHERE step = 1"
+    )
+    assert st.rows() == [(1, 0, 1.0, False, 300), (1, 1, 1.0, False, None), (1, 2, 1.4, True, None)]
+    loose = query(
+        con, "SELECT straggler FROM rank_stragglers('j', slow_factor := 1.5) WHERE step = 1"
+    )
+    assert not any(loose["straggler"].to_list())
+
+
+def test_real_trace_invariants(shared_traces: Path) -> None:
+    con, tables = real_trace(next(shared_traces.glob(NS_TRACE_GLOB)))
+    for b in query(con, "SELECT * FROM gpu_time_breakdown(?)", [RUN]).iter_rows(named=True):
+        assert (
+            b["computation_ns"] + b["comm_exposed_ns"] + b["memcpy_exposed_ns"] + b["idle_ns"]
+            == b["window_ns"]
+        )
+    steps = query(con, "SELECT * FROM step_summary(?)", [RUN])
+    assert len(steps) == len({s["step"] for s in tables["steps"]}) > 0
+    assert ((steps["gpu_busy_ns"] >= 0) & (steps["gpu_busy_ns"] <= steps["wall_ns"])).all()
+    cpu = query(con, "SELECT * FROM cpu_op_time(?)", [RUN])
+    n_cpu = sum(1 for e in tables["events"] if e["cat"] == "cpu_op")
+    assert cpu["calls"].sum() == n_cpu
+    assert ((cpu["self_ns"] >= 0) & (cpu["self_ns"] <= cpu["total_ns"])).all()
