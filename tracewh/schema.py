@@ -112,7 +112,8 @@ RUNS = pa.schema(
         pa.field("n_flows", pa.int64()),
         pa.field("n_steps", pa.int64()),
         pa.field("n_unlinked_gpu_ops", pa.int64()),
-        pa.field("n_dropped", pa.int64()),  # events outside --steps N window or skipped python
+        pa.field("n_dropped", pa.int64()),  # duration events outside the --steps N window
+        pa.field("rows_json", pa.string()),  # {child table: rows written} for `verify`
         pa.field("steps_limit", pa.int32()),  # --steps N used at ingest (null: all)
         pa.field("skip_python", pa.bool_()),
         pa.field("anomalies_json", pa.string()),  # {kind: count} of oddities met and recorded

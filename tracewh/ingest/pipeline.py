@@ -343,12 +343,14 @@ def _derive_and_commit(
         "hi_ns": hi,
     }
     kept = 0
+    written: dict[str, int] = {}
     for table, sql_file in _OUT_TABLES:
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         used = {k: v for k, v in params.items() if f"${k}" in query}
         n = con.execute(f"SELECT count(*) FROM ({query})", used).fetchall()[0][0]
         if table in ("events", "python"):
             kept += n
+        written[table] = n
         if n == 0:
             continue
 
@@ -370,8 +372,6 @@ def _derive_and_commit(
     )
     path: Path = base["path"]
     anomalies: Counter[str] = base["anomalies"]
-    if options.skip_python:
-        dropped += anomalies.get("skipped_python", 0)
     row = {
         "run_id": run_id,
         "ingest_id": ingest_id,
@@ -414,6 +414,7 @@ def _derive_and_commit(
         "n_steps": summary["n_steps"],
         "n_unlinked_gpu_ops": summary["n_unlinked_gpu_ops"],
         "n_dropped": dropped,
+        "rows_json": dumps(written),
         "steps_limit": options.steps,
         "skip_python": options.skip_python,
         "anomalies_json": dumps(dict(sorted(anomalies.items()))) if anomalies else None,
