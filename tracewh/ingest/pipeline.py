@@ -70,6 +70,8 @@ class IngestOptions:
         Rows buffered per staging table before a flush (bounds memory).
     memory_limit
         DuckDB memory limit for the linkage step (it spills beyond).
+    parts
+        Processes that parse one large file in parallel.
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -79,6 +81,7 @@ class IngestOptions:
     job: str | None = None
     batch_rows: int = 50_000
     memory_limit: str = "192MB"
+    parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
 
 
 @dataclass(frozen=True)
