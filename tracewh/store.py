@@ -152,20 +152,19 @@ class Store:
         spec = TABLES[name]
         uri = self.table_uri(name)
         for attempt in range(_COMMIT_RETRIES):
-            source = data()
-            if isinstance(source, pa.RecordBatchReader):
-                source = source.cast(spec.schema)
-            else:
-                source = source.cast(spec.schema)
+            source = data().cast(spec.schema)
+            partition_by = list(spec.partition_by) or None
             try:
-                write_deltalake(
-                    uri,
-                    source,
-                    mode="overwrite" if replace_predicate else "append",
-                    predicate=replace_predicate,
-                    partition_by=list(spec.partition_by) or None,
-                    writer_properties=writer_properties(),
-                )
+                if replace_predicate:
+                    write_deltalake(
+                        uri, source, mode="overwrite", predicate=replace_predicate,
+                        partition_by=partition_by, writer_properties=writer_properties(),
+                    )
+                else:
+                    write_deltalake(
+                        uri, source, mode="append",
+                        partition_by=partition_by, writer_properties=writer_properties(),
+                    )
                 return
             except CommitFailedError:
                 if attempt == _COMMIT_RETRIES - 1:

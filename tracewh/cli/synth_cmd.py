@@ -1,35 +1,10 @@
-"""The tracewh command line: parse options, call the library, format output.
-
-This is the only module that prints or chooses exit codes.
-"""
+"""`tracewh synth`: realistic synthetic Kineto traces."""
 
 from __future__ import annotations
 
 import typer
 
-from tracewh import __version__
-
-app = typer.Typer(
-    name="tracewh",
-    help="A columnar trace warehouse for GPU profiler (Kineto / torch.profiler) traces.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback()
-def main() -> None:
-    """tracewh: ingest Kineto traces into a warehouse, analyse them, track them over time."""
-
-
-@app.command()
-def version() -> None:
-    """Print the tracewh version.
-
-    Example: tracewh version
-    """
-    typer.echo(__version__)
+from tracewh.cli.common import app, handle_errors
 
 
 @app.command()
@@ -48,7 +23,7 @@ def synth(
     gzip_level: int = typer.Option(1, help="gzip compression level 1-9 (1 is fastest)."),
     runs: int | None = typer.Option(None, help="Write a nightly history of this many nights: OUT/YYYY-MM-DD/."),
     start: str | None = typer.Option(None, help="First night of --runs, YYYY-MM-DD (default 2025-01-01)."),
-    regress: list[str] | None = typer.Option(None, help="KERNEL_PATTERN:+30%@YYYY-MM-DD (repeatable); glob if it has * or ?, else substring."),  # noqa: B008
+    regress: list[str] | None = typer.Option(None, help="KERNEL_PATTERN:+30%@YYYY-MM-DD (repeatable); glob if it has * or ?, else substring."),
     noise: float = typer.Option(0.03, help="Night-to-night multiplicative noise on kernel durations (std dev)."),
     trailer_distributed_info: bool = typer.Option(False, help="Write distributedInfo after traceEvents."),
 ) -> None:
@@ -57,9 +32,8 @@ def synth(
     Example: tracewh synth data/demo --runs 14 --ranks 2 --regress 'flash_fwd:+30%@2025-01-08'
     """
     from tracewh import synth as syn
-    from tracewh.errors import TracewhError
 
-    try:
+    with handle_errors():
         config = syn.SynthConfig(
             flavor=syn.parse_flavor(flavor),
             steps=steps,
@@ -82,9 +56,6 @@ def synth(
             start=syn.parse_date(start) if start is not None else None,
             regressions=[syn.parse_regression(r) for r in regress or []],
         )
-    except TracewhError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from exc
     raw = sum(s.uncompressed_bytes for s in summaries)
     disk = sum(s.file_bytes for s in summaries)
     kernels = sum(s.kernels for s in summaries)

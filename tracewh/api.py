@@ -1,0 +1,319 @@
+"""The tracewh Python API: one :class:`Warehouse` object per warehouse directory.
+
+Example
+-------
+>>> from tracewh.api import Warehouse
+>>> wh = Warehouse("warehouse")
+>>> report = wh.ingest(["traces/"])            # doctest: +SKIP
+>>> wh.kernels("latest", top=10)               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from tracewh.db import connect_tables
+from tracewh.errors import (
+    EmptyWarehouseError,
+    QueryError,
+    RunNotFoundError,
+    UsageError,
+    WarehouseError,
+)
+from tracewh.ingest.batch import Executor, IngestReport, ingest_paths
+from tracewh.ingest.maintenance import CompactReport, VerifyReport, compact, verify
+from tracewh.ingest.pipeline import FileResult, IngestOptions
+from tracewh.schema import TABLES
+from tracewh.store import Store
+
+#: Run fields a ``KEY=VALUE`` selector may name (besides labels).
+_RUN_FIELDS = (
+    "run_id", "day", "host", "rank", "world_size", "device_name", "backend", "job",
+    "file_name", "source_path", "trace_name", "trace_id", "dist_backend", "sha256",
+)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A resolved run: its id, partition day and job."""
+
+    run_id: str
+    day: Any
+    job: str | None
+    rank: int | None
+
+
+class Warehouse:
+    """A tracewh warehouse: Delta tables under ``root`` plus the SQL views over them.
+
+    Parameters
+    ----------
+    root
+        The warehouse directory (created by the first ingest).
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.store = Store(self.root)
+
+    def __repr__(self) -> str:
+        return f"Warehouse({str(self.root)!r})"
+
+    # ---------------------------------------------------------------- ingest
+    def ingest(
+        self,
+        paths: Iterable[str | Path],
+        *,
+        labels: Mapping[str, str] | None = None,
+        jobs: int = 1,
+        steps: int | None = None,
+        skip_python: bool = False,
+        force: bool = False,
+        job: str | None = None,
+        executor: Executor | None = None,
+        on_result: Callable[[FileResult], None] | None = None,
+    ) -> IngestReport:
+        """Ingest trace files and directories (recursive ``*.json``/``*.json.gz``).
+
+        Returns an :class:`~tracewh.ingest.batch.IngestReport`; a bad file is a
+        failed result, never an exception.
+        """
+        if steps is not None and steps < 1:
+            raise UsageError("--steps must be at least 1")
+        if jobs < 1:
+            raise UsageError("--jobs must be at least 1")
+        options = IngestOptions(
+            labels=dict(labels or {}), steps=steps, skip_python=skip_python, force=force, job=job
+        )
+        return ingest_paths(
+            self.store, paths, options, jobs=jobs, executor=executor, on_result=on_result
+        )
+
+    def verify(self) -> VerifyReport:
+        """Check that every visible run is complete and every data file is intact."""
+        self.store.require()
+        return verify(self.store)
+
+    def compact(self, *, retain_hours: int = 168) -> CompactReport:
+        """Remove leftovers, merge small files, vacuum files older than ``retain_hours``."""
+        self.store.require()
+        return compact(self.store, retain_hours=retain_hours)
+
+    # ----------------------------------------------------------------- query
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection over the current snapshot, with every ``sql/`` view."""
+        self.store.require()
+        try:
+            files = self.store.snapshot_files()
+        except WarehouseError:
+            raise
+        except Exception as exc:  # delta-rs errors reading the log
+            raise WarehouseError(self.root, f"cannot read the table log: {exc}") from exc
+        if not files.get("runs"):
+            raise EmptyWarehouseError(self.root)
+        try:
+            return connect_tables(files=files)
+        except duckdb.Error as exc:
+            raise WarehouseError(
+                self.root, f"cannot open the tables ({_first_line(exc)}); run `tracewh verify`"
+            ) from exc
+
+    def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pl.DataFrame:
+        """Run a SQL query over the warehouse views; a :class:`polars.DataFrame`."""
+        con = self.connect()
+        try:
+            return _run(con, query, params)
+        finally:
+            con.close()
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""
+        if table not in TABLES:
+            raise UsageError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
+        self.store.require()
+        frame = pl.scan_delta(self.store.table_uri(table))
+        if not TABLES[table].is_run_child:
+            return frame
+        runs = pl.scan_delta(self.store.table_uri("runs")).select("run_id", "ingest_id")
+        return frame.join(runs, on=["run_id", "ingest_id"], how="semi")
+
+    def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
+        """Every visible run (newest first), optionally filtered by labels/fields."""
+        clauses, params = _where(where or {})
+        return self.sql(
+            f"SELECT * EXCLUDE (metadata_json) FROM runs WHERE {clauses} "
+            "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
+            params,
+        )
+
+    # ------------------------------------------------------------- selectors
+    def resolve_run(self, selector: str = "latest") -> RunRef:
+        """Resolve ``latest``, a run_id prefix, or ``KEY=VALUE`` (label or run field).
+
+        Several matches of ``KEY=VALUE`` resolve to the latest of them (by trace
+        start, then lowest rank); an ambiguous run_id prefix is an error.
+        """
+        sel = selector.strip()
+        where: dict[str, str] = {}
+        if "=" in sel:
+            key, _, value = sel.partition("=")
+            where[key.strip()] = value.strip()
+        clauses, params = _where(where)
+        df = self.sql(
+            f"SELECT run_id, day, job, rank FROM runs WHERE {clauses} "
+            "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
+            params,
+        )
+        if df.is_empty():
+            if where:
+                raise RunNotFoundError(selector)
+            raise EmptyWarehouseError(self.root)
+        if sel in ("", "latest") or where:
+            row = df.row(0, named=True)
+        else:
+            hits = df.filter(pl.col("run_id").str.starts_with(sel.lower()))
+            if hits.is_empty():
+                raise RunNotFoundError(selector)
+            if hits.height > 1:
+                ids = ", ".join(hits["run_id"].head(5).to_list())
+                raise RunNotFoundError(selector, f"is ambiguous: matches {hits.height} runs ({ids})")
+            row = hits.row(0, named=True)
+        return RunRef(row["run_id"], row["day"], row["job"], row["rank"])
+
+    # -------------------------------------------------------------- analyses
+    def macro(self, name: str, run: str = "latest", /, **params: Any) -> pl.DataFrame:
+        """Call a per-run table macro of ``sql/`` (e.g. ``stream_gaps``) for a run."""
+        ref = self.resolve_run(run)
+        return self.call(name, ref.run_id, **params)
+
+    def call(self, name: str, first: Any, /, **params: Any) -> pl.DataFrame:
+        """``SELECT * FROM name(first, key := value, ...)`` with values as parameters."""
+        if not name.isidentifier():
+            raise UsageError(f"not a macro name: {name!r}")
+        named = "".join(f", {k} := ${k}" for k in params)
+        return self.sql(f"SELECT * FROM {name}($first{named})", {"first": first, **params})
+
+    def kernels(
+        self,
+        run: str = "latest",
+        *,
+        cats: Sequence[str] | None = None,
+        group_by: str = "name",
+        by: str = "total",
+        top: int | None = None,
+    ) -> pl.DataFrame:
+        """Kernel ranking of a run (see ``sql/10_kernels.sql``)."""
+        _check_choice("group_by", group_by, ("name", "short_name", "category"))
+        _check_choice("by", by, ("total", "mean", "max", "calls"))
+        df = self.macro(
+            "kernel_ranking", run, cats=list(cats) if cats else None,
+            group_by=group_by, order_by=by,
+        )
+        return df.head(top) if top else df
+
+    def gaps(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+        """Stream gaps and idle breakdown per (device, stream) (``stream_gaps``)."""
+        return self.macro("stream_gaps", run, kernel_wait_threshold_ns=threshold_ns)
+
+    def largest_gaps(
+        self, run: str = "latest", *, n: int = 20, threshold_ns: int = 30_000
+    ) -> pl.DataFrame:
+        """The ``n`` largest gaps with the ops on either side (``largest_gaps``)."""
+        return self.macro("largest_gaps", run, n=n, kernel_wait_threshold_ns=threshold_ns)
+
+    def idle_breakdown(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+        """Idle time by kind per stream and per device (``idle_breakdown``)."""
+        return self.macro("idle_breakdown", run, kernel_wait_threshold_ns=threshold_ns)
+
+    def launches(self, run: str = "latest", *, by: str = "kernel") -> pl.DataFrame:
+        """Launch latency summaries per kernel name or per step."""
+        _check_choice("by", by, ("kernel", "step", "op", "linkage"))
+        name = {
+            "kernel": "launch_latency_by_kernel",
+            "step": "launch_latency_by_step",
+            "op": "launch_latency",
+            "linkage": "launch_linkage",
+        }[by]
+        return self.macro(name, run)
+
+    def queue_depth(self, run: str = "latest") -> pl.DataFrame:
+        """Outstanding GPU ops per stream over time (``queue_depth``)."""
+        return self.macro("queue_depth", run)
+
+    def steps(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+        """Per ProfilerStep: wall time, GPU busy/idle, top kernel, bound (``step_summary``)."""
+        return self.macro("step_summary", run, kernel_wait_threshold_ns=threshold_ns)
+
+    def ops(self, run: str = "latest", *, cpu: bool = False) -> pl.DataFrame:
+        """GPU time per CPU operator and input shapes, or CPU-side op time with ``cpu``."""
+        return self.macro("cpu_op_time" if cpu else "op_gpu_time", run)
+
+    def memcpy(self, run: str = "latest") -> pl.DataFrame:
+        """Memory copies per kind: count, bytes, time, GB/s (``memcpy_summary``)."""
+        return self.macro("memcpy_summary", run)
+
+    def breakdown(self, run: str = "latest") -> pl.DataFrame:
+        """GPU time per device: compute, communication, memcpy, idle (``gpu_time_breakdown``)."""
+        return self.macro("gpu_time_breakdown", run)
+
+    def ranks(self, job: str | None = None, *, view: str = "imbalance") -> pl.DataFrame:
+        """Multi-rank comparison within a job (default: the latest run's job)."""
+        _check_choice("view", view, ("imbalance", "kernels", "stragglers"))
+        if job is None or job in ("", "latest"):
+            job = self.resolve_run("latest").job
+        elif "=" in job or not self.sql("SELECT 1 FROM runs WHERE job = ?", [job]).height:
+            job = self.resolve_run(job).job
+        return self.call(f"rank_{view}", job)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _run(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    params: Sequence[Any] | Mapping[str, Any] | None,
+) -> pl.DataFrame:
+    try:
+        rel = con.sql(query, params=params) if params else con.sql(query)
+        if rel is None:
+            return pl.DataFrame()
+        frame: pl.DataFrame = rel.pl()
+        return frame
+    except duckdb.IOException as exc:
+        raise QueryError(
+            query, f"{_first_line(exc)} (a data file is missing or damaged: run `tracewh verify`)"
+        ) from exc
+    except duckdb.Error as exc:
+        raise QueryError(query, _first_line(exc)) from exc
+
+
+def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UsageError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _where(where: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    """SQL condition (and its parameters) matching runs whose label or field ``key`` is ``value``.
+
+    A key names a label (``labels_json``) or one of the run fields in
+    ``_RUN_FIELDS``; values compare as text.
+    """
+    clauses = ["true"]
+    params: dict[str, Any] = {}
+    for i, (key, value) in enumerate(where.items()):
+        params[f"p{i}"] = '$."' + key.replace('"', '\\"') + '"'
+        params[f"v{i}"] = value
+        label = f"json_extract_string(labels_json, $p{i}) = $v{i}"
+        if key in _RUN_FIELDS:
+            clauses.append(f"(CAST({key} AS VARCHAR) = $v{i} OR {label})")
+        else:
+            clauses.append(f"coalesce({label}, false)")
+    return " AND ".join(clauses), params

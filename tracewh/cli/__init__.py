@@ -1,0 +1,28 @@
+"""The tracewh command line: parse options, call the library, format output.
+
+This package is the only place that prints or chooses exit codes.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from tracewh import __version__
+from tracewh.cli import analysis_cmds, ingest_cmds, synth_cmd
+from tracewh.cli.common import app
+
+__all__ = ["analysis_cmds", "app", "ingest_cmds", "synth_cmd"]
+
+
+@app.callback()
+def main() -> None:
+    """tracewh: ingest Kineto traces into a warehouse, analyse them, track them over time."""
+
+
+@app.command()
+def version() -> None:
+    """Print the tracewh version.
+
+    Example: tracewh version
+    """
+    typer.echo(__version__)

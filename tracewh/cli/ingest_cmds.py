@@ -1,0 +1,177 @@
+"""`tracewh ingest`, `runs`, `verify` and `compact`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn
+
+from tracewh.api import Warehouse
+from tracewh.cli.common import app, format_option, handle_errors, warehouse_option
+from tracewh.cli.output import emit
+from tracewh.errors import UsageError
+from tracewh.ingest.batch import IngestReport, discover
+from tracewh.ingest.pipeline import FileResult
+
+
+def parse_labels(values: list[str] | None) -> dict[str, str]:
+    """``KEY=VALUE`` strings to a dict; :class:`UsageError` on a malformed one."""
+    labels: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--label must be KEY=VALUE, not {item!r}")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _summary(report: IngestReport, console: Console) -> None:
+    n_in, n_skip, n_fail = len(report.ingested), len(report.skipped), len(report.failed)
+    events = sum(r.events for r in report.ingested)
+    mb = sum(r.bytes for r in report.ingested) / 1e6
+    console.print(
+        f"ingested {n_in} file(s) ({events:,} events, {mb:.1f} MB), "
+        f"already ingested {n_skip}, failed {n_fail}"
+    )
+    if report.cleanup and (report.cleanup.orphan_ingests or report.cleanup.staging_removed):
+        console.print(
+            f"cleaned up {len(report.cleanup.orphan_ingests)} leftover ingest(s) and "
+            f"{report.cleanup.staging_removed} staging folder(s) of earlier crashed ingests"
+        )
+    for r in report.ingested:
+        extra = f"  anomalies: {json.dumps(dict(r.anomalies))}" if r.anomalies else ""
+        verb = "replaced" if r.outcome == "replaced" else "ingested"
+        console.print(f"  {verb:9} {r.run_id}  {r.path}  ({r.events:,} events){extra}")
+    for r in report.skipped:
+        console.print(f"  skipped   {r.run_id}  {r.path}: {r.error}")
+    for r in report.failed:
+        console.print(f"  [red]FAILED[/red]    {r.error}", highlight=False)
+
+
+@app.command()
+def ingest(
+    paths: list[Path] = typer.Argument(..., help="Trace files or directories (recursive *.json, *.json.gz)."),
+    warehouse: str = warehouse_option(),
+    label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label for every run (repeatable)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Parallel processes."),
+    steps: int | None = typer.Option(None, "--steps", help="Keep only the first N ProfilerStep iterations."),
+    skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events."),
+    force: bool = typer.Option(False, "--force", help="Re-ingest files already ingested (atomic replace)."),
+    job: str | None = typer.Option(None, "--job", help="Job name for these runs (default: each file's directory)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
+) -> None:
+    """Ingest Kineto traces (files or directories) into the warehouse.
+
+    Exit code 1 if any file failed; the other files are ingested anyway.
+
+    Example: tracewh ingest traces/2025-01-08/ --label model=dit --jobs 2
+    """
+    with handle_errors():
+        if fmt not in ("text", "json"):
+            raise UsageError(f"--format must be text or json, not {fmt!r}")
+        labels = parse_labels(label)
+        wh = Warehouse(warehouse)
+        console = Console(stderr=True, highlight=False)
+        show_progress = fmt == "text" and sys.stderr.isatty()
+        files, _ = discover(paths)
+        total = sum(p.stat().st_size for p in files)
+        progress = Progress(
+            TextColumn("ingest"), BarColumn(), DownloadColumn(), MofNCompleteColumn(),
+            TextColumn("{task.description}"), console=console, disable=not show_progress,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task("", total=max(total, 1))
+            files_task = progress.add_task("files", total=len(files), visible=False)
+
+            def on_result(result: FileResult) -> None:
+                progress.advance(task, result.bytes)
+                progress.advance(files_task, 1)
+                progress.update(task, description=f"{Path(result.path).name} {result.outcome}")
+
+            report = wh.ingest(
+                paths, labels=labels, jobs=jobs, steps=steps, skip_python=skip_python,
+                force=force, job=job, on_result=on_result,
+            )
+        if fmt == "json":
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+        else:
+            _summary(report, Console(highlight=False, soft_wrap=True))
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+@app.command()
+def runs(
+    warehouse: str = warehouse_option(),
+    where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE label or run field (repeatable)."),
+    fmt: str = format_option(),
+    limit: int | None = typer.Option(None, "--limit", "-n", help="Show at most N runs (newest first)."),
+) -> None:
+    """List the runs in the warehouse, newest first.
+
+    Example: tracewh runs --where model=dit --format json
+    """
+    with handle_errors():
+        df = Warehouse(warehouse).runs(where=parse_labels(where))
+        if limit:
+            df = df.head(limit)
+        if fmt == "table":
+            df = df.select(
+                "run_id", "day", "job", "rank", "backend", "device_name", "n_gpu_ops",
+                "n_steps", "labels_json", "file_name",
+            )
+        emit(df, fmt, title="runs")
+
+
+@app.command()
+def verify(
+    warehouse: str = warehouse_option(),
+    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
+) -> None:
+    """Check the warehouse: every visible run complete, every data file intact.
+
+    Exit code 1 when a problem is found. Leftovers of crashed ingests are reported
+    as notes (they are invisible and removed by the next ingest).
+
+    Example: tracewh verify -w warehouse
+    """
+    with handle_errors():
+        report = Warehouse(warehouse).verify()
+        if fmt == "json":
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+        else:
+            status = "OK" if report.ok else "FAILED"
+            typer.echo(f"verify {status}: {report.runs} run(s), {report.files} data file(s)")
+            for p in report.problems:
+                typer.echo(f"  problem: {p}")
+            for n in report.notes:
+                typer.echo(f"  note: {n}")
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+@app.command()
+def compact(
+    warehouse: str = warehouse_option(),
+    retain_hours: int = typer.Option(168, help="Keep unreferenced files younger than this (hours)."),
+) -> None:
+    """Remove leftovers, merge small files per partition and vacuum old files.
+
+    Example: tracewh compact --retain-hours 24
+    """
+    with handle_errors():
+        report = Warehouse(warehouse).compact(retain_hours=retain_hours)
+        typer.echo(
+            f"removed {report.orphan_ingests} leftover ingest(s), "
+            f"{report.staging_removed} staging folder(s)"
+        )
+        for name in report.files_before:
+            typer.echo(
+                f"  {name:11} files {report.files_before[name]:5} -> {report.files_after[name]:5}"
+                f"  vacuumed {report.vacuumed[name]}"
+            )

@@ -1,0 +1,168 @@
+"""Ingest many files: discover them, fan them out to an executor, gather the results.
+
+The executor interface is small on purpose: something that maps a picklable
+function over items and yields results as they complete. The local process
+pool (``--jobs N``) and a Dask cluster implement the same interface.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from tracewh.ingest.cleanup import CleanupReport, cleanup
+from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
+from tracewh.store import Store
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Files that are never traces even though they end in .json.
+SIDECARS = frozenset({"run.json"})
+
+
+def discover(paths: Iterable[Path | str]) -> tuple[list[Path], list[FileResult]]:
+    """Trace files under ``paths`` (files as given; directories recursively).
+
+    Directories contribute ``*.json`` and ``*.json.gz`` files (``run.json``
+    sidecars and hidden files excluded), sorted. A path that does not exist
+    becomes a failed :class:`FileResult`.
+    """
+    found: list[Path] = []
+    missing: list[FileResult] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            candidates = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and (p.name.endswith(".json") or p.name.endswith(".json.gz"))
+                and p.name not in SIDECARS
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+        elif path.is_file():
+            candidates = [path]
+        else:
+            missing.append(
+                FileResult(str(path), "failed", error=f"{path}: no such file or directory")
+            )
+            continue
+        for p in candidates:
+            key = p.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(p)
+    return found, missing
+
+
+class Executor(Protocol):
+    """Maps ``fn`` over ``items``, yielding results in completion order."""
+
+    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
+
+
+class SerialExecutor:
+    """Runs everything in this process, one item after another."""
+
+    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        for item in items:
+            yield fn(item)
+
+
+@dataclass(frozen=True)
+class ProcessExecutor:
+    """A local pool of ``jobs`` worker processes (spawned: no forked native threads)."""
+
+    jobs: int
+
+    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx) as pool:
+            futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
+            for future in as_completed(futures):
+                yield future.result()
+
+
+@dataclass(frozen=True)
+class _Task:
+    root: str
+    path: str
+    options: IngestOptions
+
+
+def _run_task(task: _Task) -> FileResult:
+    return ingest_file(Store(Path(task.root)), Path(task.path), task.options)
+
+
+@dataclass
+class IngestReport:
+    """Results of a batch, in input order."""
+
+    results: list[FileResult] = field(default_factory=list)
+    cleanup: CleanupReport | None = None
+
+    @property
+    def ingested(self) -> list[FileResult]:
+        return [r for r in self.results if r.outcome in ("ingested", "replaced")]
+
+    @property
+    def skipped(self) -> list[FileResult]:
+        return [r for r in self.results if r.outcome == "skipped"]
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [r for r in self.results if r.outcome == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"ingested": [...], "skipped": [...], "failed": [{"path", "error"}]}``."""
+        return {
+            "ingested": [r.to_dict() for r in self.ingested],
+            "skipped": [r.to_dict() for r in self.skipped],
+            "failed": [r.to_dict() for r in self.failed],
+        }
+
+
+def ingest_paths(
+    store: Store,
+    paths: Iterable[Path | str],
+    options: IngestOptions,
+    *,
+    jobs: int = 1,
+    executor: Executor | None = None,
+    on_result: Callable[[FileResult], None] | None = None,
+) -> IngestReport:
+    """Ingest every trace under ``paths`` into ``store``.
+
+    Cleans up leftovers of dead ingests first, then ingests files with
+    ``jobs`` processes (or the given ``executor``). A bad file never stops
+    the batch: it becomes a failed result.
+    """
+    store.create()
+    report = IngestReport(cleanup=cleanup(store))
+    files, missing = discover(paths)
+    for r in missing:
+        if on_result:
+            on_result(r)
+    if options.parts == 1 and jobs > 1 and 0 < len(files) < jobs:
+        options = replace(options, parts=max(1, jobs // len(files)))
+    tasks = [_Task(str(store.root), str(p), options) for p in files]
+    if executor is None:
+        executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)
+    by_path: dict[str, FileResult] = {}
+    for result in executor.map_unordered(_run_task, tasks):
+        by_path[result.path] = result
+        if on_result:
+            on_result(result)
+    report.results = [by_path[os.path.abspath(t.path)] for t in tasks] + missing
+    return report
