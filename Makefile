@@ -13,6 +13,7 @@ DEMO_DIR ?= data/demo
 REPORT_DIR ?= reports
 NIGHTLY_DIR ?=
 TRACES ?= ../shared/traces
+TW := $(BIN)/tracewh
 
 .PHONY: help demo test test-all bench lint nightly report-kernels report-history clean
 
@@ -28,7 +29,18 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## create .venv and install tracewh into it (automatic)
 
 demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kernels, gaps and the regression check
-	$(BIN)/python -m tracewh.demo --data $(DEMO_DIR) --warehouse $(WAREHOUSE)
+	@echo "== 1. synthesise 14 nights x 2 ranks into $(DEMO_DIR) (a +30% flash-attention slowdown from 2025-01-10)"
+	$(TW) synth $(DEMO_DIR) --runs 14 --ranks 2 --start 2025-01-01 --steps 4 --seed 7 \
+		--regress 'flash_fwd:+30%@2025-01-10'
+	@echo "== 2. ingest into $(WAREHOUSE) (idempotent: a second make demo skips what is there)"
+	$(TW) ingest $(DEMO_DIR) -w $(WAREHOUSE) --jobs 2
+	@echo "== 3. top kernels of the latest run"
+	$(TW) kernels -w $(WAREHOUSE) --group-by short_name --top 10
+	@echo "== 4. where the GPU waited: stream gaps and idle breakdown of the latest run"
+	$(TW) gaps -w $(WAREHOUSE)
+	$(TW) steps -w $(WAREHOUSE)
+	@echo "== 5. regression check of the latest night against the previous ones (exit 1 = regression)"
+	@$(TW) check -w $(WAREHOUSE) && echo "no regression" || echo "(check exited $$?: the injected regression was found, as expected)"
 
 test: $(STAMP) ## run the default test suite (fast; no tests marked slow)
 	$(BIN)/python -m pytest -q
