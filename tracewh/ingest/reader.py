@@ -54,12 +54,11 @@ def sha256_file(path: Path) -> tuple[str, int]:
 
 
 def _open_decompressed(path: Path) -> IO[bytes]:
-    raw = path.open("rb")
-    magic = raw.read(2)
-    raw.seek(0)
+    with path.open("rb") as probe:
+        magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    return raw
+        return gzip.open(path, "rb")  # closes its file when closed (GzipFile(fileobj=) won't)
+    return path.open("rb")
 
 
 class _Tee(io.RawIOBase):
