@@ -10,8 +10,9 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +107,16 @@ class Warehouse:
         return compact(self.store, retain_hours=retain_hours)
 
     # ----------------------------------------------------------------- query
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection over the current snapshot, with every ``sql/`` view."""
+    def connect(self, *, days: Collection[date] | None = None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection over the current snapshot, with every ``sql/`` view.
+
+        With ``days``, run tables hold only those ``day`` partitions (``runs`` is
+        always whole): per-run analyses then cost the same whatever the
+        warehouse's size.
+        """
         self.store.require()
         try:
-            files = self.store.snapshot_files()
+            files = self.store.snapshot_files(days=days)
         except WarehouseError:
             raise
         except Exception as exc:  # delta-rs errors reading the log
@@ -124,9 +130,18 @@ class Warehouse:
                 self.root, f"cannot open the tables ({_first_line(exc)}); run `tracewh verify`"
             ) from exc
 
-    def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pl.DataFrame:
-        """Run a SQL query over the warehouse views; a :class:`polars.DataFrame`."""
-        con = self.connect()
+    def sql(
+        self,
+        query: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        days: Collection[date] | None = None,
+    ) -> pl.DataFrame:
+        """Run a SQL query over the warehouse views; a :class:`polars.DataFrame`.
+
+        ``days`` restricts the run tables to those partitions (see :meth:`connect`).
+        """
+        con = self.connect(days=days)
         try:
             return _run(con, query, params)
         finally:
@@ -190,14 +205,18 @@ class Warehouse:
     def macro(self, name: str, run: str = "latest", /, **params: Any) -> pl.DataFrame:
         """Call a per-run table macro of ``sql/`` (e.g. ``stream_gaps``) for a run."""
         ref = self.resolve_run(run)
-        return self.call(name, ref.run_id, **params)
+        return self.call(name, ref.run_id, days=[ref.day], **params)
 
-    def call(self, name: str, first: Any, /, **params: Any) -> pl.DataFrame:
+    def call(
+        self, name: str, first: Any, /, *, days: Collection[date] | None = None, **params: Any
+    ) -> pl.DataFrame:
         """``SELECT * FROM name(first, key := value, ...)`` with values as parameters."""
         if not name.isidentifier():
             raise UsageError(f"not a macro name: {name!r}")
         named = "".join(f", {k} := ${k}" for k in params)
-        return self.sql(f"SELECT * FROM {name}($first{named})", {"first": first, **params})
+        return self.sql(
+            f"SELECT * FROM {name}($first{named})", {"first": first, **params}, days=days
+        )
 
     def kernels(
         self,

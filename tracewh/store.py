@@ -22,8 +22,9 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -120,15 +121,34 @@ class Store:
         except TableNotFoundError as exc:
             raise WarehouseError(self.root, f"table {name} is missing") from exc
 
-    def snapshot_files(self) -> dict[str, list[str]]:
+    def snapshot_files(self, *, days: Collection[date] | None = None) -> dict[str, list[str]]:
         """Parquet files of the current snapshot of every table.
 
         ``runs`` is read first: child rows of every run it lists were committed
-        before it, so they are in the child snapshots read afterwards.
+        before it, so they are in the child snapshots read afterwards. With
+        ``days``, child tables keep only the files of those ``day`` partitions
+        (partition pruning from the log, without opening any file).
         """
         files: dict[str, list[str]] = {}
         for name in ("runs", *[n for n in TABLES if n != "runs"]):
-            files[name] = self.table(name).file_uris()
+            if days is None or not TABLES[name].is_run_child:
+                files[name] = self.table(name).file_uris()
+                continue
+            actions = self.add_actions(name)
+            if actions.num_rows == 0:
+                files[name] = []
+                continue
+            wanted = set(days)
+            root = self.table_uri(name)
+            files[name] = [
+                f"{root}/{rel}"
+                for rel, day in zip(
+                    actions.column("path").to_pylist(),
+                    actions.column("partition.day").to_pylist(),
+                    strict=True,
+                )
+                if day in wanted
+            ]
         return files
 
     def add_actions(self, name: str) -> pa.Table:
