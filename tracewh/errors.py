@@ -66,6 +66,23 @@ class BackendError(TracewhError):
     """A required native component (e.g. ijson's C backend) is missing."""
 
 
+class CaptureError(TracewhError):
+    """Profiling a model failed: ``torch`` is missing, or the output directory is unusable.
+
+    Parameters
+    ----------
+    reason
+        What is wrong and how to fix it, in words.
+    path
+        The output directory or file it is about, where there is one.
+    """
+
+    def __init__(self, reason: str, *, path: Path | str | None = None) -> None:
+        self.reason = reason
+        self.path = Path(path) if path is not None else None
+        super().__init__(f"{self.path}: {reason}" if self.path is not None else reason)
+
+
 class WarehouseError(TracewhError):
     """The warehouse cannot be opened, written or is inconsistent."""
 
