@@ -1,0 +1,237 @@
+"""Test-only helpers for the ingest and reliability tests.
+
+Everything here is computed independently of the ingest code: traces are read
+with plain ``json``/``gzip`` (whole-file loads are fine for test fixtures), and
+warehouse state is read straight from the Delta tables with ``deltalake`` and
+``pyarrow``, without the DuckDB views or the ingest package.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+GPU_CATS = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"}
+)
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "hip_runtime"})
+CPU_OP_CATS = frozenset({"cpu_op", "user_annotation", "Operator"})
+CHILD_TABLES = ("events", "gpu_ops", "steps", "instants", "counters", "flows", "python", "threads")
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------ traces
+def load_trace(path: Path, *, exact: bool = False) -> Any:
+    """The whole JSON document (``exact``: non-integer numbers as ``Decimal``)."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    return json.loads(data, parse_float=Decimal) if exact else json.loads(data)
+
+
+def ns(value: Any) -> int | None:
+    """Exact nanoseconds from decimal microseconds (an int, a Decimal or decimal text)."""
+    if value is None:
+        return None
+    return int(Decimal(str(value)) * 1000)
+
+
+def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, int]:
+    """Rows each child table should get for a trace, counted from the JSON by phase/category."""
+    out: Counter[str] = Counter()
+    thread_rows: set[str] = set()
+    steps: set[int] = set()
+    for ev in events:
+        if not isinstance(ev, dict):
+            out["instants"] += 1
+            continue
+        ph, cat = ev.get("ph"), ev.get("cat")
+        if ph == "X":
+            if cat == "python_function":
+                if not skip_python:
+                    out["python"] += 1
+                continue
+            out["events"] += 1
+            if cat in GPU_CATS:
+                out["gpu_ops"] += 1
+            name = ev.get("name")
+            if (
+                isinstance(name, str)
+                and name.startswith("ProfilerStep#")
+                and name[13:].isdigit()
+                and cat != "gpu_user_annotation"
+                and ev.get("ts") is not None
+                and ev.get("dur") is not None
+            ):
+                steps.add(int(name[13:]))
+        elif ph in ("s", "t", "f"):
+            out["flows"] += 1
+        elif ph == "M":
+            args = ev.get("args") or {}
+            value = args.get("name", args.get("labels"))
+            key = [ev.get("pid"), ev.get("tid"), ev.get("name"), value, args.get("sort_index")]
+            thread_rows.add(json.dumps(key, sort_keys=True))
+        elif ph == "C":
+            out["counters"] += len(ev.get("args") or {})
+        else:
+            out["instants"] += 1
+    out["threads"] = len(thread_rows)
+    out["steps"] = len(steps)
+    return {t: out.get(t, 0) for t in CHILD_TABLES}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run_id_of(path: Path) -> str:
+    """The run id the warehouse gives a file: the first 16 hex digits of its sha256."""
+    return sha256(path)[:16]
+
+
+# --------------------------------------------------------------- warehouse
+def _table(root: Path, name: str) -> DeltaTable | None:
+    uri = root / "tables" / name
+    if not (uri / "_delta_log").is_dir():
+        return None
+    return DeltaTable(str(uri))
+
+
+def read_runs(root: Path) -> list[dict[str, Any]]:
+    """Every row of the ``runs`` table (straight from Delta)."""
+    dt = _table(root, "runs")
+    if dt is None:
+        return []
+    return dt.to_pyarrow_table().to_pylist()
+
+
+def raw_counts(root: Path, table: str) -> Counter[tuple[str, str]]:
+    """Rows per (run_id, ingest_id) in a child table, visible or not."""
+    dt = _table(root, table)
+    if dt is None:
+        return Counter()
+    t = dt.to_pyarrow_table(columns=["run_id", "ingest_id"])
+    if t.num_rows == 0:
+        return Counter()
+    agg = t.group_by(["run_id", "ingest_id"]).aggregate([([], "count_all")])
+    return Counter(
+        {
+            (r, i): n
+            for r, i, n in zip(
+                agg.column("run_id").to_pylist(),
+                agg.column("ingest_id").to_pylist(),
+                agg.column("count_all").to_pylist(),
+                strict=True,
+            )
+        }
+    )
+
+
+def visible_state(root: Path) -> dict[str, Any]:
+    """What a reader sees: run ids with their sha and per-table visible row counts.
+
+    The ``runs`` table is read first (a run's child rows are committed before
+    it), then each child table; only rows whose ``(run_id, ingest_id)`` is in
+    ``runs`` count.
+    """
+    runs = read_runs(root)
+    keys = {(r["run_id"], r["ingest_id"]) for r in runs}
+    counts: dict[str, dict[str, int]] = {}
+    for table in CHILD_TABLES:
+        raw = raw_counts(root, table)
+        counts[table] = {r: n for (r, i), n in sorted(raw.items()) if (r, i) in keys}
+    return {
+        "runs": sorted((r["run_id"], r["sha256"]) for r in runs),
+        "counts": counts,
+    }
+
+
+def incomplete_runs(root: Path) -> list[str]:
+    """Runs whose child rows differ from the counts they recorded (should be empty)."""
+    runs = read_runs(root)
+    problems: list[str] = []
+    per_run = Counter(r["run_id"] for r in runs)
+    problems += [f"{r} listed {n} times" for r, n in per_run.items() if n > 1]
+    raw = {t: raw_counts(root, t) for t in CHILD_TABLES}
+    for run in runs:
+        recorded = json.loads(run["rows_json"] or "{}")
+        for table in CHILD_TABLES:
+            have = raw[table].get((run["run_id"], run["ingest_id"]), 0)
+            if have != recorded.get(table, 0):
+                problems.append(f"{run['run_id']} {table}: {have} != {recorded.get(table, 0)}")
+    return problems
+
+
+def orphan_ingests(root: Path) -> set[str]:
+    """ingest_ids with child rows but no runs row."""
+    visible = {r["ingest_id"] for r in read_runs(root)}
+    found: set[str] = set()
+    for table in CHILD_TABLES:
+        found |= {i for (_, i) in raw_counts(root, table)} - visible
+    return found
+
+
+def staging_leftovers(root: Path) -> list[str]:
+    folder = root / "_staging"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def visible_column(root: Path, table: str, run_id: str, columns: list[str]) -> list[dict[str, Any]]:
+    """Visible rows of one run in one table (selected columns)."""
+    ingest = {r["run_id"]: r["ingest_id"] for r in read_runs(root)}[run_id]
+    dt = _table(root, table)
+    assert dt is not None
+    t = dt.to_pyarrow_table(columns=["run_id", "ingest_id", *columns])
+    t = t.filter(pc.and_(pc.equal(t["run_id"], run_id), pc.equal(t["ingest_id"], ingest)))
+    return t.select(columns).to_pylist()
+
+
+# ------------------------------------------------------------- subprocesses
+def driver_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)
+    env.pop("TRACEWH_WAREHOUSE", None)
+    return env
+
+
+INGEST_DRIVER = """
+import json, sys
+from tracewh.api import Warehouse
+report = Warehouse(sys.argv[1]).ingest(sys.argv[2:])
+print(json.dumps(report.to_dict()))
+"""
+
+
+def start_ingest(root: Path, paths: Iterable[Path], **kwargs: Any) -> subprocess.Popen[str]:
+    """A subprocess ingesting ``paths`` into ``root`` (prints the report as JSON)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", INGEST_DRIVER, str(root), *map(str, paths)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=driver_env(),
+        **kwargs,
+    )
+
+
+def one_line_error(result: Mapping[str, Any] | Any, path: Path) -> str:
+    """The error of a failed result, checked to be one clean line naming the file."""
+    error = result["error"] if isinstance(result, Mapping) else result.error
+    assert error, result
+    assert "\n" not in error, error
+    assert "Traceback" not in error, error
+    assert "internal error" not in error, f"a bug in the ingest: {error}"
+    assert str(path) in error or path.name in error, error
+    return str(error)
