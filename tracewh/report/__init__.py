@@ -1,0 +1,88 @@
+"""Reports, charts and exports: what people look at.
+
+- :func:`build_report`: ``report.md`` + self-contained ``report.html`` + chart PNGs
+- :func:`tracewh.report.site.build_site`: a static site with interactive Vega-Lite charts
+- :func:`tracewh.report.export.export_trace`: back to Chrome/Perfetto trace JSON
+- :func:`tracewh.report.flame.write_flame`: GPU time as flame-graph stacks
+
+Charts are Altair specs rendered offline by vl-convert; nothing here fetches
+from the network. Functions take any object with the ``Warehouse`` methods
+they use (:class:`~tracewh.report.source.WarehouseLike`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracewh import __version__
+from tracewh.report.atomic import atomic_dir
+from tracewh.report.document import write_report
+from tracewh.report.sections import diff_section, history_section, run_sections, summary_table
+from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
+
+__all__ = ["ReportResult", "WarehouseLike", "build_report"]
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What :func:`build_report` wrote: the folder, its files, the charts drawn and the sections left empty."""
+
+    folder: Path
+    files: list[Path]
+    charts: list[str]
+    empty: list[str]
+
+
+def build_report(
+    wh: WarehouseLike,
+    out: str | Path,
+    *,
+    run: str = "latest",
+    compare: str | None = None,
+    since: str | None = "90d",
+    threshold_ns: int = 30_000,
+) -> ReportResult:
+    """Write a run's report to ``out``: ``report.md``, ``report.html`` and ``charts/``.
+
+    Parameters
+    ----------
+    wh
+        The warehouse.
+    out
+        Output folder, replaced atomically (built beside it, then renamed).
+    run
+        Run selector of the run reported on.
+    compare
+        Optional run selector to compare ``run`` against (a diff section).
+    since
+        History window (e.g. ``90d``), passed to ``Warehouse.history`` where it exists.
+    threshold_ns
+        Kernel-wait threshold of the gap classification, in ns.
+
+    Returns
+    -------
+    ReportResult
+
+    Examples
+    --------
+    >>> build_report(Warehouse("wh"), "reports/latest", compare="5e69")  # doctest: +SKIP
+    """
+    data = collect_run(wh, run, threshold_ns=threshold_ns)
+    sections = run_sections(data)
+    sections.append(history_section(collect_history(wh, since=since, run=data.run_id)))
+    if compare is not None:
+        other = wh.resolve_run(compare).run_id
+        sections.append(diff_section(collect_diff(wh, other, data.run_id), other, data.run_id))
+    title = f"tracewh report: {data.meta.get('file_name') or data.run_id}"
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    generated = f"run {data.run_id} · generated {stamp} by tracewh {__version__}"
+    folder = Path(out)
+    with atomic_dir(folder) as tmp:
+        written = write_report(tmp, title=title, facts=[summary_table(data)],
+                               sections=sections, generated=generated)
+    files = [folder.absolute() / p.relative_to(tmp) for p in written]
+    charts = [s.key for s in sections if s.chart is not None]
+    empty = [s.key for s in sections if s.chart is None]
+    return ReportResult(folder.absolute(), files, charts, empty)

@@ -1,0 +1,85 @@
+"""Atomic writes of report files and folders: write beside the target, then rename.
+
+A reader never sees a half-written report: files go to a temporary name in the
+same folder and are renamed over the target (``os.replace``); a folder is built
+under a temporary name and swapped in at the end. A failure removes the
+temporary and leaves the previous output as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it to ``path`` on success.
+
+    Parameters
+    ----------
+    path
+        The file to (re)place.
+
+    Yields
+    ------
+    Path
+        Where to write; it becomes ``path`` when the block exits without error.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``path``; swap it in for ``path`` on success.
+
+    The old folder (if any) is renamed aside, the new one renamed into place,
+    then the old one removed: readers see the old or the new output, never a mix.
+
+    Parameters
+    ----------
+    path
+        The output folder.
+
+    Yields
+    ------
+    Path
+        An empty folder to fill.
+    """
+    path = path.absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old: Path | None = None
+    if path.exists():
+        old = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.old")
+        path.rename(old)
+    try:
+        tmp.rename(path)
+    except BaseException:
+        if old is not None:
+            old.rename(path)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,363 @@
+"""Altair chart specifications of the report: frames in, Vega-Lite charts out.
+
+Each builder takes the frame an analysis returned (durations in int64 ns, as
+stored) and returns an Altair chart, or ``None`` when there is nothing to draw
+(the caller then says so in words). Builders only convert units for display
+(ns -> ms or µs, stated in every axis title) and shape data for the marks; the
+metrics themselves are defined once, in the SQL views.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import altair as alt
+import polars as pl
+
+#: Width of full-size charts, in CSS pixels.
+WIDTH = 620
+#: Longest axis label (kernel names) in pixels before Vega truncates with an ellipsis.
+LABEL_LIMIT = 260
+
+_CATEGORY_SCHEME: Final = "tableau10"
+
+#: An Altair chart (Chart, LayerChart, FacetChart...): Altair's own types are loose.
+AnyChart = Any
+
+
+def values(df: pl.DataFrame) -> alt.Data:
+    """Inline chart data (JSON-safe: dates and times as ISO text)."""
+    temporal = [n for n, t in df.schema.items() if t.is_temporal()]
+    if temporal:
+        df = df.with_columns(pl.col(temporal).cast(pl.String))
+    return alt.Data(values=df.to_dicts())  # type: ignore[no-untyped-call]
+
+
+def _title(text: str, subtitle: str | None = None) -> alt.TitleParams:
+    return alt.TitleParams(text, subtitle=subtitle or "", anchor="start", fontSize=14)
+
+
+def top_kernels(kernels: pl.DataFrame, *, top: int = 15) -> AnyChart | None:
+    """Horizontal bars: GPU time per kernel (short name), largest first."""
+    df = kernels.filter(pl.col("total_ns") > 0).head(top)
+    if df.is_empty():
+        return None
+    df = df.select(
+        pl.col("name").alias("kernel"),
+        "calls",
+        (pl.col("total_ns") / 1e6).alias("total_ms"),
+        (pl.col("mean_ns") / 1e3).round(2).alias("mean_us"),
+        pl.col("pct").round(1),
+    )
+    return (
+        alt.Chart(values(df))
+        .mark_bar(color="#4c78a8")
+        .encode(
+            x=alt.X("total_ms:Q", title="GPU time (ms)"),
+            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            tooltip=[
+                alt.Tooltip("kernel:N"),
+                alt.Tooltip("calls:Q"),
+                alt.Tooltip("total_ms:Q", title="total (ms)", format=",.3f"),
+                alt.Tooltip("mean_us:Q", title="mean (µs)"),
+                alt.Tooltip("pct:Q", title="share of GPU time (%)"),
+            ],
+        )
+        .properties(title=_title(f"Top {df.height} kernels by GPU time"), width=WIDTH - LABEL_LIMIT)
+    )
+
+
+def categories(cats: pl.DataFrame) -> AnyChart | None:
+    """Horizontal bars: GPU time per kernel category, with its share in %."""
+    df = cats.filter(pl.col("total_ns") > 0)
+    if df.is_empty():
+        return None
+    df = df.select(
+        pl.col("name").fill_null("other").alias("category"),
+        "calls",
+        (pl.col("total_ns") / 1e6).alias("total_ms"),
+        pl.col("pct").round(1),
+    )
+    base = alt.Chart(values(df)).encode(
+        y=alt.Y("category:N", sort="-x", title=None),
+        x=alt.X("total_ms:Q", title="GPU time (ms)"),
+    )
+    bars = base.mark_bar().encode(
+        color=alt.Color("category:N", legend=None, scale=alt.Scale(scheme=_CATEGORY_SCHEME)),
+        tooltip=["category:N", "calls:Q", alt.Tooltip("total_ms:Q", title="total (ms)", format=",.3f"),
+                 alt.Tooltip("pct:Q", title="share (%)")],
+    )
+    labels = base.mark_text(align="left", dx=3, fontSize=11).encode(
+        text=alt.Text("pct:Q", format=".1f")
+    )
+    return (bars + labels).properties(
+        title=_title("GPU time by kernel category", "label: share of GPU time (%)"), width=WIDTH - 140
+    )
+
+
+def timeline(ops: pl.DataFrame, *, note: str = "") -> AnyChart | None:
+    """Gantt chart: GPU ops per (device, stream) lane over time, coloured by category."""
+    if ops.is_empty():
+        return None
+    t0 = ops["start_ns"].min()
+    df = ops.select(
+        "lane",
+        pl.col("short_name").alias("kernel"),
+        "category",
+        "step",
+        ((pl.col("start_ns") - t0) / 1e6).alias("start_ms"),
+        ((pl.col("end_ns") - t0) / 1e6).alias("end_ms"),
+        (pl.col("end_ns") - pl.col("start_ns")).truediv(1e3).round(2).alias("dur_us"),
+    )
+    lanes = df["lane"].n_unique()
+    return (
+        alt.Chart(values(df))
+        .mark_bar(height={"band": 0.8}, clip=True)
+        .encode(
+            x=alt.X("start_ms:Q", title="time since window start (ms)"),
+            x2="end_ms:Q",
+            y=alt.Y("lane:N", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            color=alt.Color("category:N", title="category", scale=alt.Scale(scheme=_CATEGORY_SCHEME)),
+            tooltip=["kernel:N", "category:N", "step:Q", "lane:N",
+                     alt.Tooltip("start_ms:Q", title="start (ms)", format=",.3f"),
+                     alt.Tooltip("dur_us:Q", title="duration (µs)")],
+        )
+        .properties(
+            title=_title("GPU timeline per stream", note),
+            width=WIDTH - 120,
+            height=max(60, 34 * lanes),
+        )
+    )
+
+
+_IDLE_KINDS = {
+    "host_wait_ns": "host wait (CPU launch-bound)",
+    "kernel_wait_ns": "kernel wait (launch overhead)",
+    "other_wait_ns": "other (sync, dependencies)",
+}
+
+
+def idle_breakdown(idle: pl.DataFrame) -> AnyChart | None:
+    """Stacked horizontal bars: idle time per stream split by gap kind."""
+    if idle.is_empty() or not idle["gap_ns"].fill_null(0).sum():
+        return None
+    df = (
+        idle.select(
+            pl.format("GPU {} · stream {}", pl.col("device"), pl.col("stream")).alias("lane"),
+            *_IDLE_KINDS,
+        )
+        .unpivot(index="lane", variable_name="kind", value_name="ns")
+        .with_columns(
+            pl.col("kind").replace_strict(_IDLE_KINDS),
+            (pl.col("ns").fill_null(0) / 1e6).alias("idle_ms"),
+        )
+        .drop("ns")
+    )
+    return (
+        alt.Chart(values(df))
+        .mark_bar()
+        .encode(
+            x=alt.X("sum(idle_ms):Q", title="idle time (ms)"),
+            y=alt.Y("lane:N", title=None),
+            color=alt.Color("kind:N", title="gap kind", sort=list(_IDLE_KINDS.values()),
+                            scale=alt.Scale(range=["#e45756", "#f58518", "#bab0ac"])),
+            tooltip=["lane:N", "kind:N", alt.Tooltip("idle_ms:Q", title="idle (ms)", format=",.3f")],
+        )
+        .properties(title=_title("GPU idle time per stream, by cause"), width=WIDTH - 150,
+                    height=max(40, 28 * df["lane"].n_unique()))
+    )
+
+
+def _log_bins(series: pl.Series, *, per_decade: int = 4) -> pl.DataFrame:
+    """Counts of values (µs) in log-spaced bins; values below 0.1 µs go to the first bin."""
+    us = series.drop_nulls().cast(pl.Float64) / 1e3
+    floor = 0.1
+    k = (us.clip(lower_bound=floor).log10() * per_decade).floor().cast(pl.Int64)
+    counts = k.value_counts().sort(k.name)
+    lo = [10 ** (int(i) / per_decade) for i in counts[k.name]]
+    hi = [10 ** ((int(i) + 1) / per_decade) for i in counts[k.name]]
+    return pl.DataFrame({"lo_us": lo, "hi_us": hi, "ops": counts["count"]})
+
+
+def launch_latency(launch_ops: pl.DataFrame) -> AnyChart | None:
+    """Histograms (log time axis): launch call duration and queueing before the GPU start."""
+    parts = []
+    for col, label in (("api_ns", "launch call (CPU runtime API)"),
+                       ("queue_ns", "queue (launch end → GPU start)")):
+        if col in launch_ops.columns and launch_ops[col].drop_nulls().len():
+            parts.append(_log_bins(launch_ops[col]).with_columns(pl.lit(label).alias("measure")))
+    if not parts:
+        return None
+    df = pl.concat(parts)
+    return (
+        alt.Chart(values(df))
+        .mark_bar(stroke="white", strokeWidth=0.5)
+        .encode(
+            x=alt.X("lo_us:Q", title="latency (µs, log scale; < 0.1 µs in the first bin)",
+                    scale=alt.Scale(type="log")),
+            x2="hi_us:Q",
+            y=alt.Y("ops:Q", title="GPU ops"),
+            y2=alt.datum(0),
+            color=alt.Color("measure:N", legend=None),
+            row=alt.Row("measure:N", title=None, header=alt.Header(labelOrient="top", labelAnchor="start",
+                                                                    labelFontSize=12, labelFontWeight="bold")),
+            tooltip=["measure:N", alt.Tooltip("lo_us:Q", title="from (µs)", format=",.2f"),
+                     alt.Tooltip("hi_us:Q", title="to (µs)", format=",.2f"), "ops:Q"],
+        )
+        .properties(width=WIDTH - 80, height=110)
+        .resolve_scale(y="independent")
+        .properties(title=_title("Launch latency distribution"))
+    )
+
+
+def step_times(steps: pl.DataFrame) -> AnyChart | None:
+    """Stacked bars per ProfilerStep: GPU busy and GPU idle time (their sum is the step wall time)."""
+    if steps.is_empty():
+        return None
+    df = (
+        steps.group_by("step")
+        .agg(pl.col("gpu_busy_ns").max(), pl.col("gpu_idle_ns").max(), pl.col("wall_ns").max())
+        .sort("step")
+        .unpivot(index=["step", "wall_ns"], variable_name="part", value_name="ns")
+        .with_columns(
+            pl.col("part").replace_strict({"gpu_busy_ns": "GPU busy", "gpu_idle_ns": "GPU idle"}),
+            (pl.col("ns").fill_null(0) / 1e6).alias("ms"),
+            (pl.col("wall_ns") / 1e6).alias("wall_ms"),
+        )
+        .drop("ns", "wall_ns")
+    )
+    return (
+        alt.Chart(values(df))
+        .mark_bar()
+        .encode(
+            x=alt.X("step:O", title="ProfilerStep", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("ms:Q", title="time (ms)", stack="zero"),
+            color=alt.Color("part:N", title=None, sort=["GPU busy", "GPU idle"],
+                            scale=alt.Scale(range=["#4c78a8", "#e45756"])),
+            order=alt.Order("part:N"),
+            tooltip=["step:O", "part:N", alt.Tooltip("ms:Q", title="time (ms)", format=",.3f"),
+                     alt.Tooltip("wall_ms:Q", title="step wall (ms)", format=",.3f")],
+        )
+        .properties(title=_title("Step times", "bar height = step wall time (max over devices)"),
+                    width=min(WIDTH - 100, max(120, 40 * df["step"].n_unique())))
+    )
+
+
+def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | None:
+    """Heatmap: per kernel and rank, GPU time relative to the kernel's median over ranks."""
+    if rank_kernels.is_empty() or rank_kernels["rank"].n_unique() < 2:
+        return None
+    label = "short_name" if "short_name" in rank_kernels.columns else "name"
+    totals = (
+        rank_kernels.group_by(label).agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)
+        .head(top)
+    )
+    df = (
+        rank_kernels.filter(pl.col(label).is_in(totals[label].implode()))
+        .group_by(label, "rank")
+        .agg(pl.col("total_ns").sum())
+        .with_columns(
+            (pl.col("total_ns") / pl.col("total_ns").median().over(label)).round(3).alias("ratio"),
+            (pl.col("total_ns") / 1e6).alias("total_ms"),
+        )
+        .rename({label: "kernel"})
+        .drop("total_ns")
+    )
+    order = totals[label].to_list()
+    base = alt.Chart(values(df)).encode(
+        x=alt.X("rank:O", title="rank", axis=alt.Axis(labelAngle=0, orient="top")),
+        y=alt.Y("kernel:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("ratio:Q", title="× median rank",
+                        scale=alt.Scale(scheme="redblue", reverse=True, domain=[0, 2], clamp=True)),
+        tooltip=["kernel:N", "rank:O", alt.Tooltip("total_ms:Q", title="GPU time (ms)", format=",.3f"),
+                 alt.Tooltip("ratio:Q", title="× median rank")],
+    )
+    text = base.mark_text(fontSize=10).encode(text=alt.Text("ratio:Q", format=".2f"))
+    n_ranks = df["rank"].n_unique()
+    return (cells + text).properties(
+        title=_title("Per-rank imbalance", "GPU time of each kernel on each rank ÷ its median over ranks"
+                     " (colour clamped to 0–2)"),
+        width=min(WIDTH - LABEL_LIMIT, 48 * n_ranks), height=22 * len(order),
+    )
+
+
+def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
+          flag: str | None = None, y_title: str = "GPU time (ms)") -> AnyChart | None:
+    """Line chart of a metric over runs, points flagged as regressions drawn as red rings.
+
+    ``y`` holds ns and is drawn in ms; ``flag`` names a boolean column marking regressions.
+    """
+    if history.is_empty() or x not in history.columns or y not in history.columns:
+        return None
+    cols: list[Any] = [pl.col(x).alias("x"), (pl.col(y) / 1e6).alias("ms")]
+    if series:
+        cols.append(pl.col(series).cast(pl.String).alias("series"))
+    if flag:
+        cols.append(pl.col(flag).fill_null(False).alias("regression"))
+    df = history.select(cols)
+    x_type = "T" if history.schema[x].is_temporal() else ("Q" if history.schema[x].is_numeric() else "O")
+    enc: dict[str, Any] = {
+        "x": alt.X(f"x:{x_type}", title=x),
+        "y": alt.Y("ms:Q", title=y_title),
+    }
+    if series:
+        enc["color"] = alt.Color("series:N", title=series, legend=alt.Legend(labelLimit=LABEL_LIMIT))
+    base = alt.Chart(values(df)).encode(**enc)
+    line = base.mark_line(point=True).encode(tooltip=[c for c in ("x", "series", "ms") if c in df.columns])
+    layers: list[Any] = [line]
+    if flag:
+        layers.append(base.transform_filter("datum.regression").mark_point(
+            size=220, shape="circle", filled=False, color="#d62728", strokeWidth=2.5))
+    return alt.layer(*layers).properties(
+        title=_title("History", "red rings: regressions" if flag else None), width=WIDTH - 160
+    )
+
+
+def diverging(diff: pl.DataFrame, *, label: str, delta: str, top: int = 15) -> AnyChart | None:
+    """Diverging bars: change in GPU time per kernel between two runs (``delta`` in ns)."""
+    if diff.is_empty() or label not in diff.columns or delta not in diff.columns:
+        return None
+    df = (
+        diff.select(pl.col(label).alias("kernel"), (pl.col(delta) / 1e6).alias("delta_ms"))
+        .drop_nulls()
+        .sort(pl.col("delta_ms").abs(), descending=True)
+        .head(top)
+    )
+    if df.is_empty():
+        return None
+    return (
+        alt.Chart(values(df))
+        .mark_bar()
+        .encode(
+            x=alt.X("delta_ms:Q", title="change in GPU time (ms, B − A)"),
+            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            color=alt.condition("datum.delta_ms > 0", alt.value("#e45756"), alt.value("#54a24b")),
+            tooltip=["kernel:N", alt.Tooltip("delta_ms:Q", title="Δ (ms)", format="+,.3f")],
+        )
+        .properties(title=_title("Largest changes between the runs"), width=WIDTH - LABEL_LIMIT)
+    )
+
+
+def sparkline(steps: pl.DataFrame) -> AnyChart | None:
+    """A tiny line of step wall time (ms) per step, for the site index."""
+    if steps.is_empty():
+        return None
+    df = (
+        steps.group_by("step").agg((pl.col("wall_ns").max() / 1e6).alias("wall_ms")).sort("step")
+    )
+    if df.height < 2 or any(math.isnan(v) for v in df["wall_ms"].fill_null(0.0)):
+        return None
+    return (
+        alt.Chart(values(df))
+        .mark_line(strokeWidth=1.5, point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("step:O", axis=None),
+            y=alt.Y("wall_ms:Q", axis=None, scale=alt.Scale(zero=False)),
+            tooltip=["step:O", alt.Tooltip("wall_ms:Q", title="step wall (ms)", format=",.2f")],
+        )
+        .properties(width=140, height=28)
+        .configure_view(strokeWidth=0)
+    )

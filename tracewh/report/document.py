@@ -1,0 +1,145 @@
+"""The report files: ``report.md``, a self-contained ``report.html`` and the chart images.
+
+``report.html`` embeds every chart as an inline base64 PNG and its styles
+inline: it opens from disk, offline, with no script at all. Chart images are
+also written to ``charts/KEY.png`` (linked from ``report.md``) with their
+Vega-Lite spec beside them (``charts/KEY.vl.json``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracewh.report import render
+from tracewh.report.sections import Section
+from tracewh.report.tables import Table
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;margin:0;
+color:#1d1d1f;background:#fafafa}
+main{max-width:1100px;margin:0 auto;padding:24px 32px 64px}
+h1{font-size:1.6rem;margin:.2em 0}h2{font-size:1.25rem;margin-top:2em;border-bottom:1px solid #ddd;
+padding-bottom:.2em}h3{font-size:1rem;margin:1.2em 0 .4em;color:#444}
+table{border-collapse:collapse;font-size:.82rem;margin:.4em 0 1em;background:#fff}
+th,td{border:1px solid #e2e2e2;padding:3px 8px;text-align:left;max-width:420px;overflow:hidden;
+text-overflow:ellipsis;white-space:nowrap}th{background:#f0f0f3}td.num,th.num{text-align:right;
+font-variant-numeric:tabular-nums}
+.empty{color:#777;font-style:italic}.chart{margin:.6em 0}.chart img{max-width:100%;height:auto}
+nav a{margin-right:1em}.muted{color:#777;font-size:.85rem}
+"""
+
+
+@dataclass(frozen=True)
+class ChartFile:
+    """A rendered chart: its key, PNG bytes and Vega-Lite spec."""
+
+    key: str
+    png: bytes
+    spec: dict[str, object]
+
+
+def render_charts(sections: list[Section]) -> dict[str, ChartFile]:
+    """Render every section's chart to PNG (offline), keyed by section key."""
+    out: dict[str, ChartFile] = {}
+    for sec in sections:
+        if sec.chart is None:
+            continue
+        vl = render.spec(sec.chart)
+        out[sec.key] = ChartFile(sec.key, render.png(vl, key=sec.key), vl)
+    return out
+
+
+def write_report(
+    folder: Path,
+    *,
+    title: str,
+    facts: list[Table],
+    sections: list[Section],
+    generated: str,
+) -> list[Path]:
+    """Write ``report.md``, ``report.html`` and ``charts/*`` into ``folder``; the paths written.
+
+    ``folder`` should be a fresh temporary folder (see :func:`~tracewh.report.atomic.atomic_dir`).
+    """
+    rendered = render_charts(sections)
+    charts_dir = folder / "charts"
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for chart in rendered.values():
+        png_path = charts_dir / f"{chart.key}.png"
+        png_path.write_bytes(chart.png)
+        spec_path = charts_dir / f"{chart.key}.vl.json"
+        spec_path.write_text(json.dumps(chart.spec, indent=1), encoding="utf-8")
+        written += [png_path, spec_path]
+    md = folder / "report.md"
+    md.write_text(markdown(title=title, facts=facts, sections=sections, charts=rendered,
+                           generated=generated), encoding="utf-8")
+    page = folder / "report.html"
+    page.write_text(html_page(title=title, facts=facts, sections=sections, charts=rendered,
+                              generated=generated), encoding="utf-8")
+    return [md, page, *written]
+
+
+def markdown(
+    *, title: str, facts: list[Table], sections: list[Section], charts: dict[str, ChartFile],
+    generated: str,
+) -> str:
+    """The Markdown report (images linked from ``charts/``)."""
+    parts = [f"# {title}\n", f"_{generated}_\n"]
+    for t in facts:
+        parts += [f"## {t.title}\n", t.markdown()]
+    for sec in sections:
+        parts.append(f"## {sec.title}\n")
+        if sec.key in charts:
+            parts.append(f"![{sec.title}](charts/{sec.key}.png)\n")
+        else:
+            parts.append(f"_{sec.empty.capitalize()}._\n")
+        if sec.text:
+            parts.append(sec.text + "\n")
+        for t in sec.tables:
+            if sec.key in charts or not t.frame.is_empty():
+                parts += [f"### {t.title}\n", t.markdown()]
+    return "\n".join(parts)
+
+
+def html_page(
+    *, title: str, facts: list[Table], sections: list[Section], charts: dict[str, ChartFile],
+    generated: str,
+) -> str:
+    """The self-contained HTML report (inline CSS, inline base64 PNG charts, no scripts)."""
+    body = [f"<h1>{html.escape(title)}</h1>", f"<p class='muted'>{html.escape(generated)}</p>"]
+    toc = " ".join(f"<a href='#{s.key}'>{html.escape(s.title)}</a>" for s in sections)
+    body.append(f"<nav>{toc}</nav>")
+    for t in facts:
+        body += [f"<h2>{html.escape(t.title)}</h2>", t.html()]
+    for sec in sections:
+        body.append(f"<section id='{sec.key}'><h2>{html.escape(sec.title)}</h2>")
+        if sec.key in charts:
+            data = base64.b64encode(charts[sec.key].png).decode("ascii")
+            body.append(
+                f"<div class='chart' data-chart='{sec.key}'><img alt='{html.escape(sec.title)}' "
+                f"src='data:image/png;base64,{data}'></div>"
+            )
+        else:
+            body.append(f"<p class='empty'>{html.escape(sec.empty.capitalize())}.</p>")
+        if sec.text:
+            body.append(f"<p>{html.escape(sec.text)}</p>")
+        for t in sec.tables:
+            if sec.key in charts or not t.frame.is_empty():
+                body += [f"<h3>{html.escape(t.title)}</h3>", t.html()]
+        body.append("</section>")
+    return page(title, "\n".join(body))
+
+
+def page(title: str, body: str, *, head: str = "") -> str:
+    """A complete HTML document with the report styles."""
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{CSS}</style>{head}</head>"
+        f"<body><main>\n{body}\n</main></body></html>\n"
+    )

@@ -1,0 +1,164 @@
+"""The sections of a report: a chart (or why there is none) and tables with units."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tracewh.report import charts
+from tracewh.report.source import RunData
+from tracewh.report.tables import Column, Table, table
+
+
+@dataclass
+class Section:
+    """A titled part of a report: one chart (or ``None`` and the reason) and its tables."""
+
+    key: str  # file stem of the chart, unique within a report
+    title: str
+    chart: Any | None  # an Altair chart
+    empty: str = "no data"
+    text: str = ""
+    tables: list[Table] = field(default_factory=list)
+
+
+def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
+    """The sections of one run: kernels, categories, timeline, idle, launches, steps, ranks."""
+    p = prefix
+    return [
+        Section(
+            f"{p}top_kernels", "Top kernels", charts.top_kernels(data.kernels),
+            "no GPU kernels in this run",
+            tables=[table("Kernel ranking (by short name)", data.kernels, [
+                Column("name", "kernel"), Column("calls", "calls"),
+                Column("total_ns", "total", "ms"), Column("mean_ns", "mean", "us"),
+                Column("p95_ns", "p95", "us"), Column("max_ns", "max", "us"),
+                Column("pct", "share", "pct"),
+            ])],
+        ),
+        Section(
+            f"{p}categories", "Time by category", charts.categories(data.categories),
+            "no GPU ops in this run",
+            tables=[table("GPU time per category", data.categories, [
+                Column("name", "category"), Column("calls", "calls"),
+                Column("total_ns", "total", "ms"), Column("pct", "share", "pct"),
+            ])],
+        ),
+        Section(
+            f"{p}timeline", "GPU timeline", charts.timeline(data.timeline, note=data.timeline_note),
+            "no GPU ops with timestamps in this run",
+            text=f"Window: {data.timeline_note}." if not data.timeline.is_empty() else "",
+        ),
+        Section(
+            f"{p}idle", "Idle breakdown per stream", charts.idle_breakdown(data.idle),
+            "no idle gaps between GPU ops (or no GPU ops)",
+            tables=[
+                table("Stream gaps", data.gaps, [
+                    Column("device", "device"), Column("stream", "stream"), Column("ops", "ops"),
+                    Column("busy_ns", "busy", "ms"), Column("gap_ns", "idle", "ms"),
+                    Column("idle_fraction", "idle", "ratio_pct"),
+                    Column("host_wait_ns", "host wait", "ms"),
+                    Column("kernel_wait_ns", "kernel wait", "ms"),
+                    Column("other_wait_ns", "other", "ms"), Column("max_gap_ns", "largest gap", "us"),
+                ]),
+                table("Largest gaps", data.largest_gaps, [
+                    Column("device", "device"), Column("stream", "stream"),
+                    Column("gap_ns", "gap", "us"), Column("kind", "kind"),
+                    Column("prev_name", "before"), Column("next_name", "after"),
+                ], limit=10),
+            ],
+        ),
+        Section(
+            f"{p}launches", "Launch latency", charts.launch_latency(data.launch_ops),
+            "no GPU op is linked to a launch call",
+            tables=[table("Launch latency by kernel", data.launch_kernels, [
+                Column("short_name", "kernel"), Column("ops", "ops"),
+                Column("p50_api_ns", "launch call p50", "us"),
+                Column("p95_api_ns", "launch call p95", "us"),
+                Column("p50_queue_ns", "queue p50", "us"), Column("p95_queue_ns", "queue p95", "us"),
+                Column("negative_queue_ops", "negative queue ops"),
+            ], limit=15)],
+        ),
+        Section(
+            f"{p}steps", "Step times", charts.step_times(data.steps),
+            "no ProfilerStep in this trace",
+            tables=[table("Steps", data.steps, [
+                Column("step", "step"), Column("device", "device"), Column("wall_ns", "wall", "ms"),
+                Column("gpu_busy_ns", "GPU busy", "ms"), Column("gpu_idle_ns", "GPU idle", "ms"),
+                Column("ops", "ops"), Column("top_kernel", "top kernel"), Column("bound", "bound"),
+            ], limit=50)],
+        ),
+        Section(
+            f"{p}ranks", "Per-rank imbalance", charts.rank_heatmap(data.rank_kernels),
+            "a single rank in this job: nothing to compare",
+            tables=[table("Most imbalanced kernels", data.rank_imbalance.filter(
+                pl.col("ranks") > 1) if "ranks" in data.rank_imbalance.columns else data.rank_imbalance, [
+                Column("name", "kernel"), Column("ranks", "ranks"),
+                Column("max_rank_total_ns", "slowest rank", "ms"),
+                Column("median_rank_total_ns", "median rank", "ms"),
+                Column("imbalance", "max ÷ mean", "x"), Column("slowest_rank", "slowest"),
+            ], limit=10)],
+        ),
+    ]
+
+
+def summary_table(data: RunData) -> Table:
+    """Facts about the run: file, device, rank, counts, GPU time breakdown."""
+    m = data.meta
+    rows: list[tuple[str, str]] = [
+        ("run_id", data.run_id),
+        ("file", str(m.get("file_name") or "")),
+        ("day", str(m.get("day") or "")),
+        ("host", str(m.get("host") or "")),
+        ("rank / world size", f"{m.get('rank')} / {m.get('world_size')}"),
+        ("device", str(m.get("device_name") or "")),
+        ("events", f"{m.get('n_events') or 0:,}"),
+        ("GPU ops", f"{m.get('n_gpu_ops') or 0:,}"),
+        ("steps", f"{m.get('n_steps') or 0:,}"),
+    ]
+    for row in data.breakdown.iter_rows(named=True):
+        window = row.get("window_ns") or 0
+        rows.append((f"GPU {row['device']} window (ms)", f"{window / 1e6:,.3f}"))
+        for key, label in (("computation_ns", "compute"), ("comm_exposed_ns", "exposed comm"),
+                           ("memcpy_exposed_ns", "exposed memcpy"), ("idle_ns", "idle")):
+            value = row.get(key) or 0
+            share = f" ({100 * value / window:.1f} %)" if window else ""
+            rows.append((f"GPU {row['device']} {label} (ms)", f"{value / 1e6:,.3f}{share}"))
+    return Table("Run", pl.DataFrame(rows, schema=["field", "value"], orient="row"))
+
+
+def history_section(history: pl.DataFrame | None) -> Section:
+    """The history trend, or "no history data" when the warehouse has none."""
+    if history is None or history.is_empty():
+        return Section("history", "History", None, "no history data")
+    spec = _history_columns(history)
+    chart = charts.trend(history, **spec) if spec else None
+    cols = [Column(c, c, "ms" if c.endswith("_ns") else None) for c in history.columns]
+    return Section("history", "History", chart, "no history data",
+                   tables=[table("History", history, cols, limit=30)])
+
+
+def diff_section(diff: pl.DataFrame | None, a: str, b: str) -> Section:
+    """Kernel time changes between two runs, or "no diff data"."""
+    title = f"Comparison: {a} → {b}"
+    if diff is None or diff.is_empty():
+        return Section("diff", title, None, "no diff data")
+    label = next((c for c in ("short_name", "name", "kernel") if c in diff.columns), diff.columns[0])
+    delta = next((c for c in diff.columns if c.startswith("delta") and c.endswith("_ns")), None)
+    chart = charts.diverging(diff, label=label, delta=delta) if delta else None
+    cols = [Column(c, c, "ms" if c.endswith("_ns") else None) for c in diff.columns]
+    return Section("diff", title, chart, "no diff data", tables=[table("Differences", diff, cols)])
+
+
+def _history_columns(history: pl.DataFrame) -> dict[str, Any] | None:
+    """Guess x / y / series / flag columns of a history frame (kept loose on purpose)."""
+    cols = history.columns
+    x = next((c for c in ("day", "date", "start_ns", "run_start", "ingested_at") if c in cols), None)
+    y = next((c for c in cols if c.endswith("_ns") and c not in ("start_ns", x)), None)
+    if x is None or y is None:
+        return None
+    series = next((c for c in ("short_name", "name", "kernel", "metric") if c in cols), None)
+    flag = next((c for c in ("regression", "is_regression", "regressed") if c in cols), None)
+    return {"x": x, "y": y, "series": series, "flag": flag}

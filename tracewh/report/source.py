@@ -1,0 +1,236 @@
+"""What a report shows, gathered from a warehouse into plain Polars frames.
+
+The report layer sits beside ``api`` in the dependency order, so it never
+imports :mod:`tracewh.api`: it takes any object with the :class:`Warehouse`
+methods it needs (:class:`WarehouseLike`). Every number comes from one of the
+warehouse's analyses (the SQL views); this module only picks rows and columns.
+
+History and diff come from ``Warehouse.history`` and ``Warehouse.diff`` where
+the warehouse has them; otherwise their frames are ``None`` and the report says
+there is no history data.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+from tracewh.errors import TracewhError
+
+#: GPU ops drawn at most in the timeline (the first ones of the window).
+TIMELINE_MAX_OPS = 4000
+
+
+class WarehouseLike(Protocol):
+    """The :class:`tracewh.api.Warehouse` methods the report layer calls."""
+
+    root: Path
+
+    def resolve_run(self, selector: str = ...) -> Any: ...
+
+    def runs(self, *, where: Mapping[str, str] | None = ...) -> pl.DataFrame: ...
+
+    def scan(self, table: str) -> pl.LazyFrame: ...
+
+    def kernels(
+        self,
+        run: str = ...,
+        *,
+        cats: Sequence[str] | None = ...,
+        group_by: str = ...,
+        by: str = ...,
+        top: int | None = ...,
+    ) -> pl.DataFrame: ...
+
+    def gaps(self, run: str = ..., *, threshold_ns: int = ...) -> pl.DataFrame: ...
+
+    def largest_gaps(
+        self, run: str = ..., *, n: int = ..., threshold_ns: int = ...
+    ) -> pl.DataFrame: ...
+
+    def idle_breakdown(self, run: str = ..., *, threshold_ns: int = ...) -> pl.DataFrame: ...
+
+    def launches(self, run: str = ..., *, by: str = ...) -> pl.DataFrame: ...
+
+    def steps(self, run: str = ..., *, threshold_ns: int = ...) -> pl.DataFrame: ...
+
+    def breakdown(self, run: str = ...) -> pl.DataFrame: ...
+
+    def ranks(self, job: str | None = ..., *, view: str = ...) -> pl.DataFrame: ...
+
+    def call(self, name: str, first: Any, /, **params: Any) -> pl.DataFrame: ...
+
+
+@dataclass
+class RunData:
+    """Everything a run's report section shows (durations in int64 ns, as stored)."""
+
+    run_id: str
+    meta: dict[str, Any]
+    kernels: pl.DataFrame  # kernel_ranking by short_name
+    categories: pl.DataFrame  # kernel_ranking by category
+    timeline: pl.DataFrame  # device, stream, lane, short_name, category, step, start_ns, end_ns
+    timeline_note: str
+    gaps: pl.DataFrame  # stream_gaps
+    idle: pl.DataFrame  # idle_breakdown, stream level
+    largest_gaps: pl.DataFrame
+    launch_ops: pl.DataFrame  # launch_latency: api_ns, queue_ns per GPU op
+    launch_kernels: pl.DataFrame  # launch_latency_by_kernel
+    steps: pl.DataFrame  # step_summary
+    breakdown: pl.DataFrame  # gpu_time_breakdown
+    rank_kernels: pl.DataFrame  # rank_kernels of the run's job (all ranks)
+    rank_imbalance: pl.DataFrame
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def collect_run(
+    wh: WarehouseLike,
+    selector: str,
+    *,
+    top: int = 15,
+    timeline_steps: int = 2,
+    threshold_ns: int = 30_000,
+) -> RunData:
+    """Gather the frames of one run's report.
+
+    Parameters
+    ----------
+    wh
+        The warehouse.
+    selector
+        A run selector (``latest``, a run_id prefix, ``KEY=VALUE``).
+    top
+        Kernels shown in the ranking.
+    timeline_steps
+        ProfilerSteps drawn in the GPU timeline (the first ones with GPU ops).
+    threshold_ns
+        Kernel-wait threshold of the gap classification, in ns.
+
+    Returns
+    -------
+    RunData
+    """
+    ref = wh.resolve_run(selector)
+    run_id: str = ref.run_id
+    runs = wh.runs(where={"run_id": run_id})
+    meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
+    timeline, note = _timeline(wh, run_id, steps=timeline_steps)
+    job = ref.job
+    rank_kernels = pl.DataFrame()
+    rank_imbalance = pl.DataFrame()
+    if job is not None:
+        rank_kernels = _with_short_names(wh, wh.ranks(job, view="kernels"))
+        rank_imbalance = wh.ranks(job, view="imbalance")
+    return RunData(
+        run_id=run_id,
+        meta=meta,
+        kernels=wh.kernels(run_id, group_by="short_name", top=top),
+        categories=wh.kernels(run_id, group_by="category"),
+        timeline=timeline,
+        timeline_note=note,
+        gaps=wh.gaps(run_id, threshold_ns=threshold_ns),
+        idle=wh.idle_breakdown(run_id, threshold_ns=threshold_ns).filter(
+            pl.col("level") == "stream"
+        ),
+        largest_gaps=wh.largest_gaps(run_id, n=10, threshold_ns=threshold_ns),
+        launch_ops=wh.launches(run_id, by="op").select("short_name", "api_ns", "queue_ns"),
+        launch_kernels=wh.launches(run_id, by="kernel"),
+        steps=wh.steps(run_id, threshold_ns=threshold_ns),
+        breakdown=wh.breakdown(run_id),
+        rank_kernels=rank_kernels,
+        rank_imbalance=rank_imbalance,
+    )
+
+
+def _timeline(wh: WarehouseLike, run_id: str, *, steps: int) -> tuple[pl.DataFrame, str]:
+    """GPU ops of the first ``steps`` ProfilerSteps (or the first ops), one row per op."""
+    ops = (
+        wh.scan("gpu_ops")
+        .filter(pl.col("run_id") == run_id, pl.col("ts_ns").is_not_null())
+        .select(
+            "device", "stream", "short_name", "name", "category", "step", "ts_ns",
+            pl.col("dur_ns").fill_null(0),
+        )
+    )
+    first_steps = (
+        ops.filter(pl.col("step").is_not_null())
+        .select(pl.col("step").unique().sort().head(steps))
+        .collect()["step"]
+        .to_list()
+    )
+    if first_steps:
+        ops = ops.filter(pl.col("step").is_in(first_steps))
+        note = "steps " + ", ".join(str(s) for s in first_steps)
+    else:
+        note = "first GPU ops (no ProfilerStep in this trace)"
+    df = ops.sort("ts_ns", "device", "stream").head(TIMELINE_MAX_OPS).collect()
+    if df.height == TIMELINE_MAX_OPS:
+        note += f", first {TIMELINE_MAX_OPS} ops"
+    df = df.with_columns(
+        pl.format("GPU {} · stream {}", pl.col("device"), pl.col("stream")).alias("lane"),
+        pl.col("short_name").fill_null(pl.col("name")),
+        pl.col("category").fill_null("other"),
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
+    ).rename({"ts_ns": "start_ns"})
+    return df.drop("name"), note
+
+
+def _with_short_names(wh: WarehouseLike, rank_kernels: pl.DataFrame) -> pl.DataFrame:
+    """``rank_kernels`` with each kernel's ``short_name`` (from ``gpu_ops``)."""
+    if rank_kernels.is_empty():
+        return rank_kernels
+    run_ids = rank_kernels["run_id"].unique().implode()
+    names = (
+        wh.scan("gpu_ops")
+        .filter(pl.col("run_id").is_in(run_ids))
+        .select("name", "short_name")
+        .unique(subset="name")
+        .collect()
+    )
+    return rank_kernels.join(names, on="name", how="left").with_columns(
+        pl.col("short_name").fill_null(pl.col("name"))
+    )
+
+
+def collect_history(
+    wh: WarehouseLike, *, since: str | None, run: str | None = None
+) -> pl.DataFrame | None:
+    """``Warehouse.history`` where the warehouse has it, else ``None`` (no history data)."""
+    return _optional_call(wh, "history", since=since, run=run)
+
+
+def collect_diff(wh: WarehouseLike, a: str, b: str) -> pl.DataFrame | None:
+    """``Warehouse.diff(a, b)`` where the warehouse has it, else ``None`` (no diff data)."""
+    method = getattr(wh, "diff", None)
+    if method is None:
+        return None
+    result = method(a, b)
+    return _as_frame(result)
+
+
+def _optional_call(wh: WarehouseLike, name: str, **kwargs: Any) -> pl.DataFrame | None:
+    method = getattr(wh, name, None)
+    if method is None:
+        return None
+    params = inspect.signature(method).parameters
+    given = {k: v for k, v in kwargs.items() if k in params and v is not None}
+    try:
+        return _as_frame(method(**given))
+    except TracewhError:
+        return None
+
+
+def _as_frame(result: Any) -> pl.DataFrame | None:
+    if isinstance(result, pl.DataFrame):
+        return result
+    if isinstance(result, pl.LazyFrame):
+        return result.collect()
+    frame = getattr(result, "frame", None)
+    if isinstance(frame, pl.DataFrame):
+        return frame
+    return None
