@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from tracewh import history as _hist
 from tracewh.db import connect_tables
 from tracewh.errors import (
     EmptyWarehouseError,
@@ -289,6 +290,98 @@ class Warehouse:
         elif "=" in job or not self.sql("SELECT 1 FROM runs WHERE job = ?", [job]).height:
             job = self.resolve_run(job).job
         return self.call(f"rank_{view}", job)
+
+    # --------------------------------------------------------------- history
+    def diff(
+        self, a: str, b: str, *, level: str = "kernel", tolerance: float = 0.05
+    ) -> pl.DataFrame:
+        """Compare runs ``a`` and ``b`` (selectors) per kernel, short name or category.
+
+        Per group: calls, calls and time per step and mean duration in A and in B, the
+        delta per step, the ratio B/A and a status (added, removed, slower, faster,
+        unchanged within ``tolerance``), by absolute impact (``run_diff`` of
+        ``sql/91_diff.sql``). Compare by ``short_name`` or ``category`` when kernel names
+        differ (e.g. an NVIDIA run against an AMD run).
+
+        Examples
+        --------
+        >>> Warehouse("wh").diff("night=2025-01-01", "latest", level="category")  # doctest: +SKIP
+        """
+        return _hist.diff(self, a, b, level=level, tolerance=tolerance)
+
+    def compare(self, a: str, b: str) -> pl.DataFrame:
+        """Run-level metrics of runs ``a`` and ``b`` side by side (``run_compare``).
+
+        Step time, GPU op, busy and idle time per step, idle breakdown per step, GPU busy
+        and idle fractions: one row per metric with ``value_a``, ``value_b``, ``delta``,
+        ``ratio``.
+        """
+        return _hist.compare(self, a, b)
+
+    def history(
+        self,
+        *,
+        kernel: str | None = None,
+        category: str | None = None,
+        since: str | date | None = None,
+        where: Mapping[str, str] | None = None,
+    ) -> pl.DataFrame:
+        """Time series, one row per run (oldest first), of step time, idle fraction and ops.
+
+        Parameters
+        ----------
+        kernel
+            Pattern on GPU op names or short names (case-insensitive; glob with ``*?[``,
+            else substring).
+        category
+            A kernel category (``gemm``, ``attention``, ...). Neither: every GPU op.
+        since
+            ``90d``, ``12w`` (before today, UTC) or a date: runs of that day or later.
+        where
+            Labels or run fields the runs must have (``{"model": "dit-xl-2"}``).
+
+        Returns
+        -------
+        polars.DataFrame
+            ``metric_history`` rows: day, start_ns, run_id, job, rank, labels_json,
+            n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
+            time_per_step_ns, mean_ns.
+        """
+        return _hist.history(self, kernel=kernel, category=category, since=since, where=where)
+
+    def check(
+        self,
+        run: str = "latest",
+        *,
+        baseline: int = 7,
+        threshold: float = 0.10,
+        min_ms: float = 0.1,
+        k_mad: float = 3.0,
+        floor_ms: float = 0.01,
+        min_runs: int = 3,
+        keys: Sequence[str] = _hist.DEFAULT_KEYS,
+        all_ranks: bool = True,
+    ) -> _hist.CheckReport:
+        """Check a run, and the other ranks of its job that day, for regressions.
+
+        Each checked run is compared with the median of its ``baseline`` most recent
+        earlier comparable runs (same rank, device and backend; same ``keys`` labels, or
+        the same job for runs without them): the step time, each category and each GPU
+        op name at least ``min_ms`` per step. A regression is a rise beyond ``threshold``
+        (relative) AND beyond ``k_mad`` x 1.4826 x MAD of the baseline AND beyond
+        ``floor_ms`` per step; "since" names the first run of the trailing streak beyond
+        that bound. Runs with fewer than ``min_runs`` comparable earlier runs are not
+        checked (listed in ``CheckReport.insufficient``). See ``sql/92_check.sql``.
+
+        Examples
+        --------
+        >>> report = Warehouse("wh").check("latest", threshold=0.1)  # doctest: +SKIP
+        >>> [f.metric for f in report.regressions]                   # doctest: +SKIP
+        """
+        return _hist.check(
+            self, run, baseline=baseline, threshold=threshold, min_ms=min_ms, k_mad=k_mad,
+            floor_ms=floor_ms, min_runs=min_runs, keys=keys, all_ranks=all_ranks,
+        )  # fmt: skip
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,270 @@
+-- 90_history.sql: per-run metrics normalised per step, comparable runs, history series.
+--
+-- Normalisation: a run's *step divisor* is its number of ProfilerStep#N (distinct N in
+-- `steps`), or 1 when the trace has no steps; every "per step" value below is a run total
+-- divided by it, so runs with different step counts compare fairly (a trace without steps
+-- compares per run).
+--
+-- run_steps  (view)
+--   grain: one row per visible run.
+--   columns: run_id, n_steps (distinct ProfilerStep#N; 0 without steps), step_divisor
+--            (greatest(n_steps, 1)), step_ns (mean step wall time: a step's window is [first
+--            start, last end] of its ProfilerStep#N spans, as in step_summary; without steps
+--            the run's end_ns - start_ns)
+--
+-- run_group_metrics  (view)
+--   grain: one row per (run_id, group_level, group_name) where group_level is 'kernel' (GPU op
+--          name), 'short_name' or 'category'; GPU ops with a duration.
+--   columns: run_id, group_level, group_name, category (kernel level only), calls, total_ns,
+--            mean_ns (total_ns / calls), calls_per_step (calls / step_divisor),
+--            time_per_step_ns (total_ns / step_divisor)
+--
+-- run_gpu_time  (view)
+--   grain: one row per run with GPU ops.
+--   columns: run_id, devices, gpu_window_ns (sum over devices of first op start to last op
+--            end), gpu_busy_ns (sum over devices of the union of op intervals; ops with a
+--            positive duration, as gpu_time_breakdown), gpu_idle_ns (gpu_window_ns -
+--            gpu_busy_ns), host_wait_ns, kernel_wait_ns, other_wait_ns (gpu_idle_ns split by
+--            kind: each idle stretch of a device, between the latest end so far and the next
+--            op's start, classified by the rule of gap_kinds (kernel_wait_threshold_ns 30000)
+--            applied to that next op; they sum to gpu_idle_ns)
+--
+-- run_metrics  (view)
+--   grain: one row per visible run.
+--   columns: run_id, day, start_ns, job, rank, device_name, backend, labels_json, n_steps,
+--            step_divisor, step_ns, gpu_op_per_step_ns (summed GPU op durations / step_divisor),
+--            gpu_busy_per_step_ns, gpu_idle_per_step_ns, host_wait_per_step_ns,
+--            kernel_wait_per_step_ns, other_wait_per_step_ns (run_gpu_time / step_divisor),
+--            gpu_busy_fraction, gpu_idle_fraction (gpu_busy_ns, gpu_idle_ns / gpu_window_ns)
+--
+-- tw_label_values(labels_json, keys)  (scalar macro)
+--   the values of the labels `keys` (a list of label names) in labels_json, as a list (NULL
+--   for a missing label).
+--
+-- run_baselines(run_list, keys := ['model', 'branch'], n := NULL)  (table macro)
+--   grain: one row per (target run, run in its window): each run of the list `run_list`
+--          (age 0) and its comparable runs that started before it, most recent first (age 1,
+--          2, ...; at most n of them, NULL: all).
+--   columns: target_run_id, run_id, age, day, start_ns, rank, tied_by ('labels' | 'job')
+--   Comparable: same rank, device_name and backend (NULL matches NULL), and, when the target
+--   has any of the labels `keys`, the same values of all those labels (missing matches
+--   missing: tied_by 'labels'); when it has none of them, the same job (tied_by 'job').
+--   Nightly runs of one model have a different job (directory) each night: the label set ties
+--   them.
+--
+-- comparable_runs(run, keys := ['model', 'branch'])  (table macro)
+--   grain: one row per run comparable with `run` that started before it (run_baselines,
+--          age >= 1).
+--   columns: run_id, age, day, start_ns, rank, tied_by
+--
+-- metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL)  (table macro)
+--   grain: one row per visible run whose day >= since (a DATE; NULL: all), oldest first.
+--   columns: day, start_ns, run_id, job, rank, labels_json, n_steps, step_ns,
+--            gpu_idle_fraction, kernels (distinct GPU op names matched), calls, calls_per_step,
+--            time_per_step_ns, mean_ns (of the matched GPU ops; 0 calls when none ran)
+--   Matched ops: kernel_pattern is a pattern on the op name or short_name, case-insensitive, a
+--   glob when it holds any of * ? [ and a substring otherwise; category_name an exact category
+--   (case-insensitive); both NULL: every GPU op; both set: ops matching both.
+
+CREATE OR REPLACE VIEW run_steps AS
+WITH w AS (
+    SELECT run_id, step, max(ts_ns + dur_ns) - min(ts_ns) AS wall_ns
+    FROM steps
+    GROUP BY run_id, step
+),
+s AS (
+    SELECT run_id, count(*) AS n_steps, avg(wall_ns) AS mean_wall_ns
+    FROM w
+    GROUP BY run_id
+)
+SELECT
+    r.run_id,
+    CAST(coalesce(s.n_steps, 0) AS BIGINT) AS n_steps,
+    CAST(greatest(coalesce(s.n_steps, 0), 1) AS BIGINT) AS step_divisor,
+    CAST(coalesce(s.mean_wall_ns, r.end_ns - r.start_ns) AS DOUBLE) AS step_ns
+FROM runs r
+LEFT JOIN s ON s.run_id = r.run_id;
+
+CREATE OR REPLACE VIEW run_group_metrics AS
+WITH g AS (
+    SELECT
+        run_id,
+        CASE
+            WHEN grouping(name) = 0 THEN 'kernel'
+            WHEN grouping(short_name) = 0 THEN 'short_name'
+            ELSE 'category'
+        END AS group_level,
+        CASE
+            WHEN grouping(name) = 0 THEN name
+            WHEN grouping(short_name) = 0 THEN short_name
+            ELSE category
+        END AS group_name,
+        CASE WHEN grouping(name) = 0 THEN any_value(category) END AS category,
+        count(*) AS calls,
+        CAST(sum(dur_ns) AS BIGINT) AS total_ns
+    FROM gpu_ops
+    WHERE dur_ns IS NOT NULL
+    GROUP BY GROUPING SETS ((run_id, name), (run_id, short_name), (run_id, category))
+)
+SELECT
+    g.run_id, g.group_level, g.group_name, g.category, g.calls, g.total_ns,
+    g.total_ns / g.calls AS mean_ns,
+    g.calls / s.step_divisor AS calls_per_step,
+    g.total_ns / s.step_divisor AS time_per_step_ns
+FROM g
+JOIN run_steps s ON s.run_id = g.run_id;
+
+CREATE OR REPLACE VIEW run_gpu_time AS
+WITH d AS (
+    SELECT
+        run_id, device, ts_ns, ts_ns + dur_ns AS end_ns, launch_ts_ns,
+        max(ts_ns + dur_ns) OVER (
+            PARTITION BY run_id, device ORDER BY ts_ns, event_index
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ) AS prev_end_ns
+    FROM gpu_ops
+    WHERE dur_ns > 0 AND ts_ns IS NOT NULL
+),
+g AS (
+    SELECT
+        *,
+        greatest(ts_ns - prev_end_ns, 0) AS gap_ns,
+        CASE  -- the rule of gap_kinds, kernel_wait_threshold_ns = 30000
+            WHEN launch_ts_ns > prev_end_ns THEN 'host_wait'
+            WHEN ts_ns - prev_end_ns < 30000 THEN 'kernel_wait'
+            ELSE 'other'
+        END AS kind
+    FROM d
+),
+dev AS (
+    SELECT
+        run_id, device,
+        max(end_ns) - min(ts_ns) AS window_ns,
+        coalesce(sum(gap_ns), 0) AS idle_ns,
+        coalesce(sum(gap_ns) FILTER (WHERE kind = 'host_wait'), 0) AS host_wait_ns,
+        coalesce(sum(gap_ns) FILTER (WHERE kind = 'kernel_wait'), 0) AS kernel_wait_ns,
+        coalesce(sum(gap_ns) FILTER (WHERE kind = 'other'), 0) AS other_wait_ns
+    FROM g
+    GROUP BY run_id, device
+)
+SELECT
+    run_id,
+    count(*) AS devices,
+    CAST(sum(window_ns) AS BIGINT) AS gpu_window_ns,
+    CAST(sum(window_ns - idle_ns) AS BIGINT) AS gpu_busy_ns,
+    CAST(sum(idle_ns) AS BIGINT) AS gpu_idle_ns,
+    CAST(sum(host_wait_ns) AS BIGINT) AS host_wait_ns,
+    CAST(sum(kernel_wait_ns) AS BIGINT) AS kernel_wait_ns,
+    CAST(sum(other_wait_ns) AS BIGINT) AS other_wait_ns
+FROM dev
+GROUP BY run_id;
+
+CREATE OR REPLACE VIEW run_metrics AS
+WITH ops AS (
+    SELECT run_id, CAST(sum(dur_ns) AS BIGINT) AS gpu_op_ns
+    FROM gpu_ops
+    WHERE dur_ns IS NOT NULL
+    GROUP BY run_id
+)
+SELECT
+    r.run_id, r.day, r.start_ns, r.job, r.rank, r.device_name, r.backend, r.labels_json,
+    s.n_steps, s.step_divisor, s.step_ns,
+    coalesce(o.gpu_op_ns, 0) / s.step_divisor AS gpu_op_per_step_ns,
+    g.gpu_busy_ns / s.step_divisor AS gpu_busy_per_step_ns,
+    g.gpu_idle_ns / s.step_divisor AS gpu_idle_per_step_ns,
+    g.host_wait_ns / s.step_divisor AS host_wait_per_step_ns,
+    g.kernel_wait_ns / s.step_divisor AS kernel_wait_per_step_ns,
+    g.other_wait_ns / s.step_divisor AS other_wait_per_step_ns,
+    g.gpu_busy_ns / nullif(g.gpu_window_ns, 0) AS gpu_busy_fraction,
+    g.gpu_idle_ns / nullif(g.gpu_window_ns, 0) AS gpu_idle_fraction
+FROM runs r
+JOIN run_steps s ON s.run_id = r.run_id
+LEFT JOIN ops o ON o.run_id = r.run_id
+LEFT JOIN run_gpu_time g ON g.run_id = r.run_id;
+
+CREATE OR REPLACE MACRO tw_label_values(labels_json, keys) AS
+    list_transform(
+        CAST(keys AS VARCHAR[]),
+        lambda lbl: json_extract_string(labels_json, '$."' || replace(lbl, '"', '\"') || '"')
+    );
+
+CREATE OR REPLACE MACRO run_baselines(run_list, keys := ['model', 'branch'], n := NULL) AS TABLE
+WITH t AS (
+    SELECT
+        r.run_id, r.start_ns, r.rank, r.device_name, r.backend, r.job,
+        tw_label_values(r.labels_json, keys) AS label_values
+    FROM runs r
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), r.run_id)
+),
+t2 AS (
+    SELECT *, list_bool_or(list_transform(label_values, lambda v: v IS NOT NULL)) AS by_labels
+    FROM t
+),
+pairs AS (
+    SELECT
+        t2.run_id AS target_run_id, p.run_id, p.day, p.start_ns, p.rank,
+        CASE WHEN t2.by_labels THEN 'labels' ELSE 'job' END AS tied_by,
+        row_number() OVER (
+            PARTITION BY t2.run_id ORDER BY p.start_ns DESC, p.run_id DESC
+        ) AS age
+    FROM t2
+    JOIN runs p
+        ON p.start_ns < t2.start_ns
+        AND p.rank IS NOT DISTINCT FROM t2.rank
+        AND p.device_name IS NOT DISTINCT FROM t2.device_name
+        AND p.backend IS NOT DISTINCT FROM t2.backend
+        AND CASE
+            WHEN t2.by_labels
+                THEN tw_label_values(p.labels_json, keys) IS NOT DISTINCT FROM t2.label_values
+            ELSE p.job IS NOT DISTINCT FROM t2.job
+        END
+)
+SELECT target_run_id, run_id, age, day, start_ns, rank, tied_by
+FROM pairs
+WHERE n IS NULL OR age <= n
+UNION ALL
+SELECT
+    t2.run_id, t2.run_id, 0, r.day, r.start_ns, r.rank,
+    CASE WHEN t2.by_labels THEN 'labels' ELSE 'job' END
+FROM t2
+JOIN runs r ON r.run_id = t2.run_id
+ORDER BY target_run_id, age;
+
+CREATE OR REPLACE MACRO comparable_runs(run, keys := ['model', 'branch']) AS TABLE
+SELECT run_id, age, day, start_ns, rank, tied_by
+FROM run_baselines([run], keys := keys)
+WHERE age >= 1
+ORDER BY age;
+
+CREATE OR REPLACE MACRO metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL) AS TABLE
+WITH m AS (
+    SELECT
+        run_id,
+        count(DISTINCT name) AS kernels,
+        count(*) AS calls,
+        CAST(sum(dur_ns) AS BIGINT) AS total_ns
+    FROM gpu_ops
+    WHERE dur_ns IS NOT NULL
+      AND (CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE))
+      AND (kernel_pattern IS NULL OR CASE
+            WHEN regexp_matches(kernel_pattern, '[*?\[]')
+                THEN lower(name) GLOB lower(kernel_pattern)
+                    OR lower(short_name) GLOB lower(kernel_pattern)
+            ELSE contains(lower(name), lower(kernel_pattern))
+                OR contains(lower(short_name), lower(kernel_pattern))
+          END)
+      AND (category_name IS NULL OR lower(category) = lower(category_name))
+    GROUP BY run_id
+)
+SELECT
+    r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, r.n_steps, r.step_ns,
+    r.gpu_idle_fraction,
+    coalesce(m.kernels, 0) AS kernels,
+    coalesce(m.calls, 0) AS calls,
+    coalesce(m.calls, 0) / r.step_divisor AS calls_per_step,
+    coalesce(m.total_ns, 0) / r.step_divisor AS time_per_step_ns,
+    m.total_ns / m.calls AS mean_ns
+FROM run_metrics r
+LEFT JOIN m ON m.run_id = r.run_id
+WHERE CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE)
+ORDER BY r.start_ns, r.rank, r.run_id;

@@ -1,0 +1,190 @@
+"""Multi-run commands: `tracewh diff`, `tracewh history`, `tracewh check`.
+
+`check` exits 1 when something regressed, 0 when nothing did, and 0 with a note
+when the run has too few comparable earlier runs to be checked (a new model's
+first nights must not fail a nightly job); usage errors and unknown runs exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from tracewh.api import Warehouse
+from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
+from tracewh.cli.output import emit, write_out
+from tracewh.errors import UsageError
+from tracewh.history import CheckReport, Finding, parse_threshold
+
+_OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
+
+
+def _ms(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+def _where(pairs: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--where expects KEY=VALUE, not {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command()
+def diff(
+    a: str = typer.Argument(..., help="Run A (the reference): run_id prefix, 'latest' or KEY=VALUE."),
+    b: str = typer.Argument(..., help="Run B (compared with A)."),
+    warehouse: str = warehouse_option(),
+    level: str = typer.Option("kernel", "--level", "-l", help="kernel, short_name or category (use short_name/category across hardware)."),
+    tolerance: float = typer.Option(5.0, "--tolerance", help="Changes within this many percent count as unchanged."),
+    top: int | None = typer.Option(20, "--top", "-n", help="Show the N groups with the largest impact."),
+    fmt: str = format_option(),
+    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP + " (the per-group rows)"),
+) -> None:
+    """Compare two runs per step: run-level metrics side by side, then per kernel/category.
+
+    Example: tracewh diff night=2025-01-01 latest --level category
+    """
+    with handle_errors():
+        wh = Warehouse(warehouse)
+        if top is not None and top < 1:
+            raise UsageError("--top must be at least 1")
+        groups = wh.diff(a, b, level=level, tolerance=tolerance / 100.0)
+        runs = wh.compare(a, b)
+        if out is not None:
+            write_out(groups, out)
+        shown = groups.head(top) if top else groups
+        if fmt == "json":
+            typer.echo(json.dumps({"runs": runs.to_dicts(), "groups": shown.to_dicts()}, default=str))
+            return
+        if fmt == "table":
+            emit(_readable_compare(runs), fmt, title=f"{a} (A) vs {b} (B), per step")
+        emit(shown, fmt, title=f"by {level}: B - A per step, by absolute impact")
+
+
+def _readable_compare(df: pl.DataFrame) -> pl.DataFrame:
+    """Run-level rows for people: ns metrics in ms, fractions in %."""
+    rows = []
+    for r in df.iter_rows(named=True):
+        metric = r["metric"]
+        if metric.endswith("_ns"):
+            scale, name = 1e6, f"{metric[:-3]} (ms)"
+        elif metric.endswith("_fraction"):
+            scale, name = 0.01, f"{metric} (%)"
+        else:
+            scale, name = 1.0, metric
+        conv = [None if r[c] is None else round(r[c] / scale, 3) for c in ("value_a", "value_b", "delta")]
+        rows.append({"metric": name, "A": conv[0], "B": conv[1], "B - A": conv[2],
+                     "ratio": None if r["ratio"] is None else round(r["ratio"], 3)})
+    return pl.DataFrame(rows, schema={"metric": pl.String, "A": pl.Float64, "B": pl.Float64, "B - A": pl.Float64, "ratio": pl.Float64})
+
+
+@app.command()
+def history(
+    warehouse: str = warehouse_option(),
+    kernel: str | None = typer.Option(None, "--kernel", "-k", help="GPU op name pattern (case-insensitive; glob with * ? [, else substring)."),
+    category: str | None = typer.Option(None, "--category", "-c", help="A kernel category (gemm, attention, communication, ...)."),
+    since: str | None = typer.Option(None, "--since", help="90d, 12w (before today, UTC) or YYYY-MM-DD."),
+    where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE on a label or run field (repeatable)."),
+    fmt: str = format_option(),
+    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+) -> None:
+    """Time series per run: step time, GPU idle fraction, and time per step of chosen ops.
+
+    Example: tracewh history --kernel flash_fwd --since 90d --where model=dit-xl-2
+    """
+    with handle_errors():
+        if kernel is not None and category is not None:
+            raise UsageError("give --kernel or --category, not both")
+        df = Warehouse(warehouse).history(kernel=kernel, category=category, since=since, where=_where(where))
+        if out is not None:
+            write_out(df, out)
+        what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
+        emit(df.drop("labels_json"), fmt, title=f"history: {what}, per step")
+
+
+def _finding_line(f: Finding) -> str:
+    what = "step time" if f.metric_kind == "step" else f"{f.metric_kind} {f.metric}"
+    pct = "" if f.change_fraction is None else f" ({f.change_fraction * 100:+.1f}%)"
+    since = f", since run {f.since_run_id} ({f.since_day})" if f.since_run_id else ""
+    rank = f"rank {f.rank}: " if f.rank is not None else ""
+    return (
+        f"{rank}{what}: {_ms(f.value_ns)} per step vs baseline {_ms(f.baseline_ns)}{pct}"
+        f"{since}"
+    )
+
+
+def report_text(report: CheckReport, *, markdown: bool = False) -> str:
+    """The check report for people (plain text or Markdown)."""
+    bullet = "- " if markdown else "  "
+    head = "## " if markdown else ""
+    p = report.params
+    lines = [
+        f"{head}tracewh check: run {report.run_id} ({report.day}, job {report.job})",
+        "",
+        f"baseline: median of up to {p['baseline']} earlier comparable runs (by labels "
+        f"{', '.join(p['keys'])} or job; same rank, device, backend); regression: > "
+        f"{p['threshold'] * 100:g}% and > {p['k_mad']:g} x 1.4826 x MAD and > {p['floor_ms']:g} ms "
+        f"per step; ops of at least {p['min_ms']:g} ms per step",
+        "",
+    ]
+    for c in report.checked:
+        lines.append(f"{bullet}checked rank {c.rank} run {c.run_id}: {c.baseline_runs} baseline run(s), tied by {c.tied_by}")
+    if report.insufficient:
+        need = p["min_runs"]
+        for c in report.insufficient:
+            lines.append(f"{bullet}NOT CHECKED run {c.run_id}: {c.baseline_runs} comparable earlier run(s), need {need}")
+    lines.append("")
+    if report.regressions:
+        lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got slower")
+        lines += [bullet + _finding_line(f) for f in report.regressions]
+    elif len(report.insufficient) == len(report.checked):
+        lines.append("not checked: too few comparable earlier runs (exit 0)")
+    else:
+        lines.append("OK: nothing regressed")
+    if report.improvements:
+        lines += ["", f"{head}improved: {len(report.improvements)} metric(s)"]
+        lines += [bullet + _finding_line(f) for f in report.improvements]
+    if report.changes:
+        lines += ["", f"{head}ops that appeared or vanished"]
+        lines += [f"{bullet}{f.status}: {f.metric} ({_ms(f.value_ns)} per step, baseline {_ms(f.baseline_ns)})" for f in report.changes]
+    return "\n".join(lines) + "\n"
+
+
+@app.command()
+def check(
+    warehouse: str = warehouse_option(),
+    run: str = run_option(),
+    baseline: int = typer.Option(7, "--baseline", help="Baseline: median of the N most recent earlier comparable runs."),
+    threshold: str = typer.Option("10%", "--threshold", help="Relative change that counts, e.g. 10%."),
+    min_ms: float = typer.Option(0.1, "--min-ms", help="Check kernels and categories of at least this many ms per step."),
+    k_mad: float = typer.Option(3.0, "--k-mad", help="A change must also exceed K x 1.4826 x MAD of the baseline."),
+    min_runs: int = typer.Option(3, "--min-runs", help="Fewest comparable earlier runs to check at all."),
+    key: list[str] | None = typer.Option(None, "--key", help="Labels that make runs comparable (repeatable; default model, branch)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json."),
+) -> None:
+    """Check a run (default: the latest, with its other ranks) against its baseline.
+
+    Exit 1 when something regressed, 0 when nothing did or when there are too few
+    comparable earlier runs to check (said in the report), 2 on bad usage.
+
+    Example: tracewh check --baseline 7 --threshold 10% --min-ms 0.1 --format json
+    """
+    with handle_errors():
+        if fmt not in ("text", "markdown", "json"):
+            raise UsageError(f"--format must be text, markdown or json, not {fmt!r}")
+        report = Warehouse(warehouse).check(
+            run, baseline=baseline, threshold=parse_threshold(threshold), min_ms=min_ms,
+            k_mad=k_mad, min_runs=min_runs, keys=tuple(key) if key else ("model", "branch"),
+        )
+    if fmt == "json":
+        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        typer.echo(report_text(report, markdown=fmt == "markdown"), nl=False)
+    raise typer.Exit(1 if report.regressed else 0)
