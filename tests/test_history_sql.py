@@ -1,0 +1,240 @@
+"""sql/90_history.sql, 91_diff.sql, 92_check.sql on hand-made runs, against plain Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+from typing import Any
+
+import pytest
+from fixtures import query, warehouse
+
+# ----------------------------------------------------------------------------- diff
+
+
+def _op(run: str, name: str, ts: int, dur: int, **kw: Any) -> dict[str, Any]:
+    base = {"run_id": run, "cat": "kernel", "op_kind": "kernel", "name": name,
+            "short_name": name.split("<")[0], "category": "gemm", "device": 0, "stream": 7,
+            "ts_ns": ts, "dur_ns": dur}  # fmt: skip
+    return {**base, **kw}
+
+
+# run A: 2 steps; run B: 4 steps (per-step normalisation makes them comparable)
+DIFF_OPS = [
+    *[_op("A", "gemm<1>", 1000 * i, 100) for i in range(4)],  # 2 per step, 100 each
+    *[_op("A", "gemm<2>", 1000 * i + 200, 50) for i in range(2)],
+    _op("A", "old_kernel", 5000, 30, category="elementwise", short_name="old_kernel"),
+    *[_op("B", "gemm<1>", 1000 * i, 150) for i in range(8)],  # 2 per step, 150 each: slower
+    *[_op("B", "gemm<2>", 1000 * i + 200, 51) for i in range(4)],  # +2%: unchanged
+    *[_op("B", "attn", 1000 * i + 400, 80, category="attention", short_name="attn") for i in range(4)],
+]  # fmt: skip
+DIFF_STEPS = [
+    *[{"run_id": "A", "step": s, "ts_ns": 2000 * s, "dur_ns": 2000} for s in range(2)],
+    *[{"run_id": "B", "step": s, "ts_ns": 2000 * s, "dur_ns": 2000} for s in range(4)],
+]
+
+
+@pytest.fixture(scope="module")
+def diff_con() -> Any:
+    return warehouse(gpu_ops=DIFF_OPS, steps=DIFF_STEPS)
+
+
+def _expected_diff(level: str, min_delta_ns: float) -> dict[str, dict[str, Any]]:
+    """run_diff rows computed with plain Python from DIFF_OPS."""
+    key = {"kernel": "name", "short_name": "short_name", "category": "category"}[level]
+    nsteps = {"A": 2, "B": 4}
+    agg: dict[str, dict[str, list[int]]] = {}
+    for o in DIFF_OPS:
+        agg.setdefault(o[key], {"A": [], "B": []})[o["run_id"]].append(o["dur_ns"])
+    out = {}
+    for name, sides in agg.items():
+        ta = sum(sides["A"]) / nsteps["A"]
+        tb = sum(sides["B"]) / nsteps["B"]
+        ratio = tb / ta if sides["A"] and sides["B"] else None
+        if not sides["A"]:
+            status = "added"
+        elif not sides["B"]:
+            status = "removed"
+        elif ratio is not None and ratio > 1.05 and tb - ta >= min_delta_ns:
+            status = "slower"
+        elif ratio is not None and ratio < 0.95 and ta - tb >= min_delta_ns:
+            status = "faster"
+        else:
+            status = "unchanged"
+        out[name] = {"calls_a": len(sides["A"]), "calls_b": len(sides["B"]),
+                     "time_per_step_a_ns": ta, "time_per_step_b_ns": tb,
+                     "delta_per_step_ns": tb - ta, "ratio": ratio, "status": status}  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("level", ["kernel", "short_name", "category"])
+def test_run_diff_matches_plain_python(diff_con: Any, level: str) -> None:
+    con = diff_con
+    got = query(con, "SELECT * FROM run_diff('A', 'B', level := ?, min_delta_ns := 1)", [level])
+    want = _expected_diff(level, 1)  # the fixture's deltas are tens of ns: a 1 ns floor
+    assert sorted(got["name"].to_list()) == sorted(want)
+    for row in got.iter_rows(named=True):
+        w = want[row["name"]]
+        for col in ("calls_a", "calls_b", "time_per_step_a_ns", "time_per_step_b_ns",
+                    "delta_per_step_ns"):  # fmt: skip
+            assert row[col] == pytest.approx(w[col]), (row["name"], col)
+        assert row["status"] == w["status"], row["name"]
+        assert row["ratio"] == (None if w["ratio"] is None else pytest.approx(w["ratio"]))
+    # sorted by absolute impact
+    impacts = [abs(d) for d in got["delta_per_step_ns"].to_list()]
+    assert impacts == sorted(impacts, reverse=True)
+    if level == "kernel":
+        status = dict(zip(got["name"], got["status"], strict=True))
+        assert status == {"gemm<1>": "slower", "gemm<2>": "unchanged", "old_kernel": "removed",
+                          "attn": "added"}  # fmt: skip
+
+
+def test_run_diff_status_uses_tolerance_and_floor(diff_con: Any) -> None:
+    con = diff_con
+    got = query(con, "SELECT name, status FROM run_diff('A', 'B')")  # floor 1000 ns per step
+    assert dict(got.rows())["gemm<1>"] == "unchanged"  # +100 ns per step < 1 µs floor
+    got = query(con, "SELECT name, status FROM run_diff('A', 'B', tolerance := 0.0, min_delta_ns := 1)")
+    assert dict(got.rows())["gemm<2>"] == "slower"
+    with pytest.raises(Exception, match="level must be"):
+        query(con, "SELECT * FROM run_diff('A', 'B', level := 'nope')")
+
+
+def test_run_compare_side_by_side(diff_con: Any) -> None:
+    con = diff_con
+    got = {r["metric"]: r for r in query(con, "SELECT * FROM run_compare('A', 'B')").iter_rows(named=True)}
+    assert got["n_steps"]["value_a"] == 2 and got["n_steps"]["value_b"] == 4
+    assert got["step_ns"]["value_a"] == 2000 and got["step_ns"]["value_b"] == 2000
+    gpu_a = sum(o["dur_ns"] for o in DIFF_OPS if o["run_id"] == "A") / 2
+    gpu_b = sum(o["dur_ns"] for o in DIFF_OPS if o["run_id"] == "B") / 4
+    assert got["gpu_op_per_step_ns"]["value_a"] == pytest.approx(gpu_a)
+    assert got["gpu_op_per_step_ns"]["delta"] == pytest.approx(gpu_b - gpu_a)
+    assert next(iter(got)) == "n_steps" and len(got) == 10
+
+
+# ----------------------------------------------------------------- GPU time per run
+
+TIMELINE = [
+    # device 0: [0,100) [50,150) -> busy 150; gap 150..300 (launch at 200 > 150: host wait);
+    # [300,350); gap 350..360 (launched early, 10 ns < 30 µs: kernel wait); [360,400)
+    _op("R", "a", 0, 100, launch_ts_ns=-5),
+    _op("R", "b", 50, 100, stream=8, launch_ts_ns=0),
+    _op("R", "c", 300, 50, launch_ts_ns=200),
+    _op("R", "d", 360, 40, launch_ts_ns=100),
+    # device 1: one op, a 40 000 ns gap with no launch info (other), one op
+    _op("R", "e", 0, 10, device=1),
+    _op("R", "f", 40_010, 10, device=1),
+]  # fmt: skip
+
+
+def test_run_gpu_time_by_hand_and_parity_with_breakdown() -> None:
+    con = warehouse(gpu_ops=TIMELINE)
+    g = query(con, "SELECT * FROM run_gpu_time WHERE run_id = 'R'").row(0, named=True)
+    assert g["gpu_window_ns"] == 400 + 40_020
+    assert g["gpu_busy_ns"] == (150 + 50 + 40) + 20
+    assert g["gpu_idle_ns"] == 150 + 10 + 40_000
+    assert (g["host_wait_ns"], g["kernel_wait_ns"], g["other_wait_ns"]) == (150, 10, 40_000)
+    b = query(con, "SELECT sum(idle_ns) AS idle, sum(window_ns) AS w FROM gpu_time_breakdown('R')")
+    assert (b["idle"][0], b["w"][0]) == (g["gpu_idle_ns"], g["gpu_window_ns"])
+    m = query(con, "SELECT * FROM run_metrics WHERE run_id = 'R'").row(0, named=True)
+    assert m["n_steps"] == 0 and m["step_divisor"] == 1  # no steps: per run
+    assert m["gpu_idle_fraction"] == pytest.approx(g["gpu_idle_ns"] / g["gpu_window_ns"])
+
+
+# ------------------------------------------------------------- comparable / check
+
+DAY0 = dt.date(2025, 1, 1)
+NIGHT_NS = 86_400 * 10**9
+BIG = [1000, 1010, 990, 1005, 995, 1002, 1400, 1410]  # ns per call of k_big, night by night
+STEP_NS = 100_000
+
+
+def _runs_and_ops(model: str, prefix: str, rank: int = 0) -> tuple[list[dict[str, Any]], ...]:
+    runs, ops, steps = [], [], []
+    for i, big in enumerate(BIG):
+        rid = f"{prefix}{i}"
+        start = 1_735_689_600 * 10**9 + i * NIGHT_NS
+        labels = {"model": model, "branch": "main", "night": str(DAY0 + dt.timedelta(days=i))}
+        runs.append({"run_id": rid, "day": DAY0 + dt.timedelta(days=i), "start_ns": start,
+                     "end_ns": start + 2 * STEP_NS, "rank": rank, "device_name": "A100",
+                     "backend": "cuda", "job": f"/h/{i}", "labels_json": json.dumps(labels)})  # fmt: skip
+        for s in range(2):  # 2 steps, each: 3 x k_big and 1 x k_small
+            t0 = start + s * STEP_NS
+            steps.append({"run_id": rid, "step": s, "ts_ns": t0, "dur_ns": STEP_NS,
+                          "day": DAY0 + dt.timedelta(days=i)})  # fmt: skip
+            for c in range(3):
+                ops.append(_op(rid, "k_big", t0 + 10_000 * c, big * 50, day=DAY0 + dt.timedelta(days=i)))
+            ops.append(_op(rid, "k_small", t0 + 50_000, 20, category="elementwise",
+                           day=DAY0 + dt.timedelta(days=i)))  # fmt: skip
+    return runs, ops, steps
+
+
+@pytest.fixture(scope="module")
+def check_con() -> Any:
+    r1, o1, s1 = _runs_and_ops("m", "m")
+    r2, o2, s2 = _runs_and_ops("other", "o")  # another model on the same nights
+    r3, o3, s3 = _runs_and_ops("m", "r1_", rank=1)  # rank 1 of model m
+    for r in r2:
+        r["start_ns"] += 1  # interleaved in time
+    return warehouse(runs=r1 + r2 + r3, gpu_ops=o1 + o2 + o3, steps=s1 + s2 + s3)
+
+
+def test_comparable_runs_tie_by_labels_rank_and_device(check_con: Any) -> None:
+    con = check_con
+    got = query(con, "SELECT * FROM comparable_runs('m7')")
+    assert got["run_id"].to_list() == [f"m{i}" for i in range(6, -1, -1)]
+    assert got["age"].to_list() == list(range(1, 8))
+    assert set(got["tied_by"]) == {"labels"}
+    # without the label keys, runs tie by job: every night has its own job -> none
+    got = query(con, "SELECT * FROM comparable_runs('m7', keys := ['nope'])")
+    assert got.is_empty()
+
+
+def test_run_check_matches_median_and_mad(check_con: Any) -> None:
+    con = check_con
+    n = 5
+    got = query(con, "SELECT * FROM run_check(['m7'], n := ?, min_ns := 1000, floor_ns := 100)", [n])
+    rows = {(r["metric_kind"], r["metric"]): r for r in got.iter_rows(named=True)}
+    # k_big per step: 3 calls x BIG[i] * 50 ns
+    per_step = [3 * b * 50 for b in BIG]
+    base = per_step[7 - n:7]
+    med = statistics.median(base)
+    mad = statistics.median(abs(v - med) for v in base)
+    big = rows[("kernel", "k_big")]
+    assert big["value_ns"] == per_step[7]
+    assert big["baseline_ns"] == pytest.approx(med)
+    assert big["mad_ns"] == pytest.approx(mad)
+    assert big["baseline_runs"] == n
+    bound = max(0.10 * med, 3.0 * 1.4826 * mad, 100)
+    assert big["status"] == ("regression" if per_step[7] - med > bound else "ok") == "regression"
+    assert big["change_fraction"] == pytest.approx(per_step[7] / med - 1)
+    # night 6 crossed too (1400 vs ~1000): since = m6
+    assert (big["since_run_id"], big["since_day"]) == ("m6", DAY0 + dt.timedelta(days=6))
+    # the category moved with it; k_small (40 ns per step) is below min_ns: not listed
+    assert rows[("category", "gemm")]["status"] == "regression"
+    assert ("kernel", "k_small") not in rows
+    # step time is constant: ok
+    assert rows[("step", "step_ns")]["status"] == "ok"
+    assert rows[("step", "step_ns")]["value_ns"] == STEP_NS
+
+
+def test_run_check_noise_only_and_insufficient(check_con: Any) -> None:
+    con = check_con
+    got = query(con, "SELECT * FROM run_check(['m5'], min_ns := 1000, floor_ns := 100)")
+    assert set(got["status"]) == {"ok"}
+    got = query(con, "SELECT * FROM run_check(['m1', 'r1_1'], min_ns := 1000)")
+    assert set(got["status"]) == {"insufficient"}
+    assert set(got["target_run_id"]) == {"m1", "r1_1"}
+
+
+def test_new_views_run_on_an_empty_warehouse() -> None:
+    con = warehouse()
+    for sql in (
+        "SELECT * FROM run_steps", "SELECT * FROM run_group_metrics", "SELECT * FROM run_gpu_time",
+        "SELECT * FROM run_metrics", "SELECT * FROM comparable_runs('x')",
+        "SELECT * FROM run_baselines(['x'])", "SELECT * FROM metric_history()",
+        "SELECT * FROM run_diff('a', 'b')", "SELECT * FROM run_compare('a', 'b')",
+        "SELECT * FROM run_window_values(['x'])", "SELECT * FROM run_check(['x'])",
+        "SELECT tw_label_values('{\"a\": \"1\"}', ['a', 'b'])",
+    ):  # fmt: skip
+        con.execute(sql).fetchall()
