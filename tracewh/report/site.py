@@ -1,0 +1,189 @@
+"""A small static site of many runs that opens from disk, with interactive Vega-Lite charts.
+
+Layout of the output folder::
+
+    index.html            runs, newest first, with a sparkline of step wall time each
+    run-<run_id>.html     ranking, timeline, gaps, launches, steps, ranks of one run
+    history.html          trends (from Warehouse.history where it exists)
+    diff.html             the two newest runs compared (from Warehouse.diff where it exists)
+    assets/vega.js        Vega + Vega-Lite + vega-embed (from vl-convert; no CDN)
+
+Pages load ``assets/vega.js`` with a classic ``<script src>`` (works from
+``file://``); each chart's spec sits inline in the page.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracewh.report import charts, render
+from tracewh.report.atomic import atomic_dir
+from tracewh.report.document import page
+from tracewh.report.sections import (
+    Section,
+    diff_section,
+    history_section,
+    run_sections,
+    summary_table,
+)
+from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
+
+BUNDLE = "assets/vega.js"
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    """What :func:`build_site` wrote: the folder, its pages and the number of charts."""
+
+    folder: Path
+    pages: list[Path]
+    charts: int
+
+
+def build_site(
+    wh: WarehouseLike,
+    out: str | Path,
+    *,
+    runs: list[str] | None = None,
+    limit: int = 20,
+    since: str | None = "90d",
+    threshold_ns: int = 30_000,
+) -> SiteResult:
+    """Write the static site for ``runs`` (selectors; default: the newest ``limit`` runs).
+
+    Parameters
+    ----------
+    wh
+        The warehouse.
+    out
+        Output folder, replaced atomically.
+    runs
+        Run selectors; ``None`` for the newest ``limit`` runs.
+    limit
+        How many runs by default.
+    since
+        History window passed to ``Warehouse.history`` where it exists.
+    threshold_ns
+        Kernel-wait threshold of the gap classification, in ns.
+
+    Returns
+    -------
+    SiteResult
+    """
+    if runs:
+        run_ids = list(dict.fromkeys(wh.resolve_run(s).run_id for s in runs))
+    else:
+        run_ids = wh.runs()["run_id"].head(limit).to_list()
+    folder = Path(out)
+    n_charts = 0
+    rows: list[dict[str, Any]] = []
+    with atomic_dir(folder) as tmp:
+        (tmp / "assets").mkdir()
+        (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
+        pages: list[Path] = []
+        for run_id in run_ids:
+            data = collect_run(wh, run_id, threshold_ns=threshold_ns)
+            secs = run_sections(data)
+            body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
+            n_charts += _append_sections(body, secs)
+            name = f"run-{run_id}.html"
+            (tmp / name).write_text(_page(f"run {run_id}", body), encoding="utf-8")
+            pages.append(tmp / name)
+            spark = charts.sparkline(data.steps)
+            rows.append({**{k: data.meta.get(k) for k in ("file_name", "day", "rank", "device_name",
+                                                           "n_gpu_ops", "n_steps")},
+                         "run_id": run_id, "spark": render.spec(spark) if spark is not None else None})
+        history = history_section(collect_history(wh, since=since))
+        body = [_nav(), "<h1>History</h1>"]
+        n_charts += _append_sections(body, [history])
+        (tmp / "history.html").write_text(_page("history", body), encoding="utf-8")
+        body = [_nav(), "<h1>Diff</h1>"]
+        if len(run_ids) >= 2:
+            b, a = run_ids[0], run_ids[1]
+            n_charts += _append_sections(body, [diff_section(collect_diff(wh, a, b), a, b)])
+        else:
+            body.append("<p class='empty'>One run only: nothing to compare.</p>")
+        (tmp / "diff.html").write_text(_page("diff", body), encoding="utf-8")
+        n_charts += sum(1 for r in rows if r["spark"] is not None)
+        (tmp / "index.html").write_text(_index(rows), encoding="utf-8")
+        pages += [tmp / "index.html", tmp / "history.html", tmp / "diff.html"]
+    final = [folder.absolute() / p.relative_to(tmp) for p in pages]
+    return SiteResult(folder.absolute(), final, n_charts)
+
+
+def _nav() -> str:
+    return ("<nav><a href='index.html'>runs</a><a href='history.html'>history</a>"
+            "<a href='diff.html'>diff</a></nav>")
+
+
+def _embed(div_id: str, spec: dict[str, Any]) -> str:
+    return (
+        f"<div class='chart' id='{div_id}'></div>"
+        f"<script type='application/json' id='{div_id}-spec'>{render.spec_json(spec)}</script>"
+    )
+
+
+def _append_sections(body: list[str], secs: list[Section]) -> int:
+    n = 0
+    for sec in secs:
+        body.append(f"<section id='{sec.key}'><h2>{html.escape(sec.title)}</h2>")
+        if sec.chart is not None:
+            body.append(_embed(f"chart-{sec.key}", render.spec(sec.chart)))
+            n += 1
+        else:
+            body.append(f"<p class='empty'>{html.escape(sec.empty.capitalize())}.</p>")
+        if sec.text:
+            body.append(f"<p>{html.escape(sec.text)}</p>")
+        for t in sec.tables:
+            if sec.chart is not None or not t.frame.is_empty():
+                body += [f"<h3>{html.escape(t.title)}</h3>", t.html()]
+        body.append("</section>")
+    return n
+
+
+#: Renders every ``div.chart`` from its inline spec; sets ``data-rendered`` when done.
+_EMBED_ALL = """
+(function () {
+  var divs = document.querySelectorAll('div.chart');
+  var jobs = Array.prototype.map.call(divs, function (div) {
+    var spec = JSON.parse(document.getElementById(div.id + '-spec').textContent);
+    return window.vegaEmbed(div, spec, {actions: false, renderer: 'svg'})
+      .then(function () { div.setAttribute('data-rendered', 'ok'); })
+      .catch(function (err) { div.setAttribute('data-rendered', 'error');
+                              div.textContent = 'chart failed: ' + err; });
+  });
+  Promise.all(jobs).then(function () { document.body.setAttribute('data-charts', 'done'); });
+})();
+"""
+
+
+def _page(title: str, body: list[str]) -> str:
+    head = f"<script src='{BUNDLE}'></script>"
+    return page(f"tracewh: {title}", "\n".join(body) + f"<script>{_EMBED_ALL}</script>", head=head)
+
+
+def _index(rows: list[dict[str, Any]]) -> str:
+    cells = []
+    for i, r in enumerate(rows):
+        spark = _embed(f"spark-{i}", r["spark"]) if r["spark"] is not None else "<span class='muted'>—</span>"
+        cells.append(
+            f"<tr><td><a href='run-{r['run_id']}.html'>{html.escape(r['run_id'])}</a></td>"
+            f"<td>{html.escape(str(r['file_name'] or ''))}</td><td>{html.escape(str(r['day'] or ''))}</td>"
+            f"<td class='num'>{'' if r['rank'] is None else r['rank']}</td>"
+            f"<td>{html.escape(str(r['device_name'] or ''))}</td>"
+            f"<td class='num'>{r['n_gpu_ops'] or 0:,}</td><td class='num'>{r['n_steps'] or 0:,}</td>"
+            f"<td>{spark}</td></tr>"
+        )
+    head = ("<tr><th>run</th><th>file</th><th>day</th><th class='num'>rank</th><th>device</th>"
+            "<th class='num'>GPU ops</th><th class='num'>steps</th><th>step wall time (ms)</th></tr>")
+    body = [_nav(), "<h1>tracewh runs</h1>",
+            f"<table><thead>{head}</thead><tbody>{''.join(cells)}</tbody></table>"]
+    if not rows:
+        body.append("<p class='empty'>No runs.</p>")
+    return _page("runs", body)
+
+
+__all__ = ["SiteResult", "build_site"]
