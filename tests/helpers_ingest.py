@@ -64,7 +64,7 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
                     out["python"] += 1
                 continue
             out["events"] += 1
-            if cat in GPU_CATS:
+            if isinstance(cat, str) and cat in GPU_CATS:
                 out["gpu_ops"] += 1
             name = ev.get("name")
             if (
@@ -84,7 +84,8 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
             key = [ev.get("pid"), ev.get("tid"), ev.get("name"), value, args.get("sort_index")]
             thread_rows.add(json.dumps(key, sort_keys=True))
         elif ph == "C":
-            out["counters"] += len(ev.get("args") or {})
+            args = ev.get("args")  # a non-object args becomes one series {"_args": ...}
+            out["counters"] += len(args) if isinstance(args, dict) else int(args is not None)
         else:
             out["instants"] += 1
     out["threads"] = len(thread_rows)
