@@ -213,3 +213,26 @@ def test_gpu_capture_records_kernels(torch: Any, tmp_path: Path) -> None:
     assert result.outcome == "ingested", result.error
     assert wh.runs().row(0, named=True)["n_kernels"] > 0
     assert wh.kernels().height > 0
+
+
+@pytest.mark.slow
+def test_example_script_runs(torch: Any, tmp_path: Path) -> None:
+    script = Path(__file__).parents[1] / "examples" / "capture_tiny_model.py"
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--out",
+            str(tmp_path / "t"),
+            "--warehouse",
+            str(tmp_path / "wh"),
+            "--steps",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert "ingested: run " in out.stdout
+    assert "aten::" in out.stdout
