@@ -285,8 +285,9 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
 
 
 def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
-          flag: str | None = None, y_title: str = "GPU time (ms)") -> AnyChart | None:
-    """Line chart of a metric over runs, points flagged as regressions drawn as red rings.
+          flag: str | None = None, title: str = "History",
+          y_title: str = "GPU time (ms)") -> AnyChart | None:
+    """Line chart of a metric over runs; points flagged as regressions drawn as red rings.
 
     ``y`` holds ns and is drawn in ms; ``flag`` names a boolean column marking regressions.
     """
@@ -294,25 +295,27 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
         return None
     cols: list[Any] = [pl.col(x).alias("x"), (pl.col(y) / 1e6).alias("ms")]
     if series:
-        cols.append(pl.col(series).cast(pl.String).alias("series"))
+        cols.append(pl.col(series).cast(pl.String).fill_null("-").alias("series"))
     if flag:
         cols.append(pl.col(flag).fill_null(False).alias("regression"))
     df = history.select(cols)
     x_type = "T" if history.schema[x].is_temporal() else ("Q" if history.schema[x].is_numeric() else "O")
     enc: dict[str, Any] = {
-        "x": alt.X(f"x:{x_type}", title=x),
-        "y": alt.Y("ms:Q", title=y_title),
+        "x": alt.X(f"x:{x_type}", title="run start (UTC)" if x_type == "T" else x),
+        "y": alt.Y("ms:Q", title=y_title, scale=alt.Scale(zero=False)),
     }
     if series:
         enc["color"] = alt.Color("series:N", title=series, legend=alt.Legend(labelLimit=LABEL_LIMIT))
     base = alt.Chart(values(df)).encode(**enc)
-    line = base.mark_line(point=True).encode(tooltip=[c for c in ("x", "series", "ms") if c in df.columns])
+    tips = [alt.Tooltip(f"x:{x_type}", title="run start"), alt.Tooltip("ms:Q", title=y_title, format=",.3f")]
+    line = base.mark_line(point=True).encode(tooltip=tips)
     layers: list[Any] = [line]
-    if flag:
+    flagged = bool(flag) and bool(df["regression"].any())
+    if flagged:
         layers.append(base.transform_filter("datum.regression").mark_point(
             size=220, shape="circle", filled=False, color="#d62728", strokeWidth=2.5))
     return alt.layer(*layers).properties(
-        title=_title("History", "red rings: regressions" if flag else None), width=WIDTH - 160
+        title=_title(title, "red rings: runs in the regression" if flagged else None), width=WIDTH - 160
     )
 
 
@@ -332,7 +335,7 @@ def diverging(diff: pl.DataFrame, *, label: str, delta: str, top: int = 15) -> A
         alt.Chart(values(df))
         .mark_bar()
         .encode(
-            x=alt.X("delta_ms:Q", title="change in GPU time (ms, B − A)"),
+            x=alt.X("delta_ms:Q", title="change in GPU time per step (ms, B − A)"),
             y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
             color=alt.condition("datum.delta_ms > 0", alt.value("#e45756"), alt.value("#54a24b")),
             tooltip=["kernel:N", alt.Tooltip("delta_ms:Q", title="Δ (ms)", format="+,.3f")],

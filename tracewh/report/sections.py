@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from tracewh.report import charts
-from tracewh.report.source import RunData
+from tracewh.report.source import RunData, Trend
 from tracewh.report.tables import Column, Table, table
 
 
@@ -129,15 +129,22 @@ def summary_table(data: RunData) -> Table:
     return Table("Run", pl.DataFrame(rows, schema=["field", "value"], orient="row"))
 
 
-def history_section(history: pl.DataFrame | None) -> Section:
-    """The history trend, or "no history data" when the warehouse has none."""
-    if history is None or history.is_empty():
-        return Section("history", "History", None, "no history data")
-    spec = _history_columns(history)
-    chart = charts.trend(history, **spec) if spec else None
-    cols = [Column(c, c, "ms" if c.endswith("_ns") else None) for c in history.columns]
-    return Section("history", "History", chart, "no history data",
-                   tables=[table("History", history, cols, limit=30)])
+def history_sections(trends: list[Trend] | None) -> list[Section]:
+    """Trend charts (step time, each regressed metric), or one "no history data" section."""
+    if not trends:
+        return [Section("history", "History", None, "no history data")]
+    out = []
+    for i, t in enumerate(trends):
+        chart = charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
+                             title=t.title,
+                             y_title="step time (ms)" if i == 0 else "GPU time per step (ms)")
+        tables = [table(t.title, t.frame.sort("time", descending=True), [
+            Column("time", "run start (UTC)"), Column("run_id", "run"), Column("rank", "rank"),
+            Column("value_ns", "value", "ms"), Column("regression", "regression"),
+        ], limit=15)] if i else []
+        out.append(Section(f"history{i}" if i else "history", t.title if i else "History",
+                           chart, "no history data", tables=tables))
+    return out
 
 
 def diff_section(diff: pl.DataFrame | None, a: str, b: str) -> Section:
@@ -150,15 +157,3 @@ def diff_section(diff: pl.DataFrame | None, a: str, b: str) -> Section:
     chart = charts.diverging(diff, label=label, delta=delta) if delta else None
     cols = [Column(c, c, "ms" if c.endswith("_ns") else None) for c in diff.columns]
     return Section("diff", title, chart, "no diff data", tables=[table("Differences", diff, cols)])
-
-
-def _history_columns(history: pl.DataFrame) -> dict[str, Any] | None:
-    """Guess x / y / series / flag columns of a history frame (kept loose on purpose)."""
-    cols = history.columns
-    x = next((c for c in ("day", "date", "start_ns", "run_start", "ingested_at") if c in cols), None)
-    y = next((c for c in cols if c.endswith("_ns") and c not in ("start_ns", x)), None)
-    if x is None or y is None:
-        return None
-    series = next((c for c in ("short_name", "name", "kernel", "metric") if c in cols), None)
-    flag = next((c for c in ("regression", "is_regression", "regressed") if c in cols), None)
-    return {"x": x, "y": y, "series": series, "flag": flag}

@@ -25,7 +25,7 @@ from tracewh.report.document import page
 from tracewh.report.sections import (
     Section,
     diff_section,
-    history_section,
+    history_sections,
     run_sections,
     summary_table,
 )
@@ -96,9 +96,9 @@ def build_site(
             rows.append({**{k: data.meta.get(k) for k in ("file_name", "day", "rank", "device_name",
                                                            "n_gpu_ops", "n_steps")},
                          "run_id": run_id, "spark": render.spec(spark) if spark is not None else None})
-        history = history_section(collect_history(wh, since=since))
+        history = history_sections(collect_history(wh, since=since, run=run_ids[0] if run_ids else None))
         body = [_nav(), "<h1>History</h1>"]
-        n_charts += _append_sections(body, [history])
+        n_charts += _append_sections(body, history)
         (tmp / "history.html").write_text(_page("history", body), encoding="utf-8")
         body = [_nav(), "<h1>Diff</h1>"]
         if len(run_ids) >= 2:

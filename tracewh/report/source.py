@@ -12,7 +12,6 @@ there is no history data.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,30 +196,80 @@ def _with_short_names(wh: WarehouseLike, rank_kernels: pl.DataFrame) -> pl.DataF
     )
 
 
+@dataclass(frozen=True)
+class Trend:
+    """One metric over runs: ``time``, ``run_id``, ``rank``, ``value_ns``, ``regression`` (bool)."""
+
+    title: str
+    frame: pl.DataFrame
+
+
 def collect_history(
-    wh: WarehouseLike, *, since: str | None, run: str | None = None
-) -> pl.DataFrame | None:
-    """``Warehouse.history`` where the warehouse has it, else ``None`` (no history data)."""
-    return _optional_call(wh, "history", since=since, run=run)
+    wh: WarehouseLike, *, since: str | None, run: str | None = None, max_regressions: int = 3
+) -> list[Trend] | None:
+    """Step time over runs, plus one trend per regression ``Warehouse.check`` finds for ``run``.
+
+    ``None`` where the warehouse has no ``history`` method (no history data). Points
+    of a regressed metric from its first regressed run (``since``) on are flagged.
+    """
+    history = getattr(wh, "history", None)
+    if history is None:
+        return None
+    try:
+        steps = _as_frame(history(since=since))
+    except TracewhError:
+        return None
+    if steps is None or steps.is_empty():
+        return []
+    findings: list[Any] = []
+    check = getattr(wh, "check", None)
+    if check is not None and run is not None:
+        try:
+            findings = list(check(run).regressions)
+        except TracewhError:
+            findings = []
+    step_flags = {f.since_run_id or f.run_id for f in findings if f.metric_kind == "step"}
+    trends = [Trend("Step time per run", _trend(steps, "step_ns", step_flags))]
+    for f in findings[:max_regressions]:
+        if f.metric_kind == "step":
+            continue
+        key = "kernel" if f.metric_kind == "kernel" else "category"
+        try:
+            frame = _as_frame(history(since=since, **{key: f.metric}))
+        except TracewhError:
+            continue
+        if frame is not None and not frame.is_empty():
+            pct = f" (+{100 * f.change_fraction:.0f}%)" if f.change_fraction is not None else ""
+            trends.append(Trend(f"Regression: {f.metric}{pct}, GPU time per step",
+                                _trend(frame, "time_per_step_ns", {f.since_run_id or f.run_id})))
+    return trends
+
+
+def _trend(frame: pl.DataFrame, value: str, flag_from: set[str | None]) -> pl.DataFrame:
+    """``frame`` (one row per run, oldest first) as a trend; runs from a flagged run on are flagged."""
+    df = frame.sort("start_ns").select(
+        pl.from_epoch("start_ns", time_unit="ns").alias("time"), "run_id", "rank",
+        pl.col(value).cast(pl.Float64).alias("value_ns"),
+    )
+    starts = df.filter(pl.col("run_id").is_in([r for r in flag_from if r])).select(
+        "rank", pl.col("time").alias("flag_from"))
+    if starts.is_empty():
+        return df.with_columns(pl.lit(False).alias("regression"))
+    return (
+        df.join(starts.group_by("rank").agg(pl.col("flag_from").min()), on="rank", how="left",
+                nulls_equal=True)
+        .with_columns((pl.col("time") >= pl.col("flag_from")).fill_null(False).alias("regression"))
+        .drop("flag_from")
+    )
 
 
 def collect_diff(wh: WarehouseLike, a: str, b: str) -> pl.DataFrame | None:
-    """``Warehouse.diff(a, b)`` where the warehouse has it, else ``None`` (no diff data)."""
+    """``Warehouse.diff(a, b)`` by kernel short name where the warehouse has it, else ``None``."""
     method = getattr(wh, "diff", None)
     if method is None:
         return None
-    result = method(a, b)
-    return _as_frame(result)
-
-
-def _optional_call(wh: WarehouseLike, name: str, **kwargs: Any) -> pl.DataFrame | None:
-    method = getattr(wh, name, None)
-    if method is None:
-        return None
-    params = inspect.signature(method).parameters
-    given = {k: v for k, v in kwargs.items() if k in params and v is not None}
     try:
-        return _as_frame(method(**given))
+        return _as_frame(method(a, b, level="short_name"))
     except TracewhError:
         return None
 
