@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -43,6 +44,15 @@ _COMMIT_RETRIES = 20
 def writer_properties() -> WriterProperties:
     """Parquet writer settings of every table: zstd, 1M-row row groups."""
     return WriterProperties(compression="ZSTD", compression_level=3, max_row_group_size=1 << 20)
+
+
+def _as_os_error(table: str, exc: Exception) -> OSError | None:
+    """The :class:`OSError` behind a failed table write, from delta-rs's message; else None."""
+    text = " ".join(str(exc).split())
+    found = re.search(r"\(os error (\d+)\)", text)
+    if found is None:
+        return None
+    return OSError(int(found.group(1)), f"cannot write table {table}: {text[:300]}")
 
 
 @dataclass(frozen=True)
@@ -190,6 +200,13 @@ class Store:
                 if attempt == _COMMIT_RETRIES - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
+            except DeltaError as exc:
+                # an I/O failure inside delta-rs (disk full, EIO, EFBIG...) arrives as a
+                # generic DeltaError: raise it as the OSError it is, with its errno
+                os_error = _as_os_error(name, exc)
+                if os_error is None:
+                    raise
+                raise os_error from exc
 
     def delete(self, name: str, predicate: str) -> dict[str, Any]:
         """Delete rows matching a Delta predicate (retried on conflicts)."""
