@@ -74,7 +74,9 @@ def create_raw_relations(
     for name in TABLES:
         paths = list(files.get(name, ()))
         if paths:
-            rel = con.read_parquet(paths, hive_partitioning=True, union_by_name=True)
+            # every file of a table has the full schema (the writer writes every column),
+            # so binding reads one footer, not all of them (no union_by_name)
+            rel = con.read_parquet(paths, hive_partitioning=True)
             rel.project(_select_list(name)).create_view(f"raw_{name}", replace=True)
         else:
             con.execute(f"CREATE OR REPLACE TABLE raw_{name} ({table_columns_sql(name)})")
@@ -114,6 +116,7 @@ def connect_tables(
         Whether to run ``sql/*.sql`` after creating the base views.
     """
     con = duckdb.connect()
+    con.execute("SET parquet_metadata_cache = true")
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     if temp_directory:

@@ -6,8 +6,9 @@ otherwise guess it from the ``day=YYYY-MM-DD`` path). Column names carry units:
 ``*_ns`` are int64 nanoseconds since the Unix epoch (timestamps) or int64
 nanoseconds (durations), ``bytes`` are bytes, ``*_gbps`` are GB/s (1e9 bytes/s).
 
-Every table is partitioned by ``day`` (UTC date of the trace start) except
-``ingest_log``. Every child table carries ``run_id`` and ``ingest_id``: a row
+Every run table is partitioned by ``day`` (UTC date of the trace start);
+``runs`` and ``ingest_log`` are small and unpartitioned (they are compacted
+after each ingest batch, so reading them stays one or a few files). Every child table carries ``run_id`` and ``ingest_id``: a row
 is visible only when a ``runs`` row with the same pair exists (``runs`` is
 committed last), which makes a run's ingest atomic across tables.
 """
@@ -287,7 +288,9 @@ class TableSpec:
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
-        TableSpec("runs", RUNS, ("day",), "one row per ingested trace"),
+        # runs is small (one row per trace) and read by every query: not partitioned,
+        # and compacted after each ingest batch so it stays one or a few files
+        TableSpec("runs", RUNS, (), "one row per ingested trace"),
         TableSpec("events", EVENTS, ("day",), "one row per duration (ph X) event"),
         TableSpec("gpu_ops", GPU_OPS, ("day",), "one row per GPU activity, with its linkage"),
         TableSpec("steps", STEPS, ("day",), "one row per ProfilerStep#N span"),

@@ -208,6 +208,22 @@ class Store:
                     raise
                 raise os_error from exc
 
+    def compact_small(self, name: str, *, max_files: int = 8) -> bool:
+        """Merge a table's files when it has more than ``max_files`` (best effort).
+
+        Used after ingest batches on the small, unpartitioned ``runs`` and
+        ``ingest_log`` tables, which every query reads whole. A concurrent
+        commit that conflicts just leaves the compaction to the next batch.
+        """
+        dt = self.table(name)
+        if len(dt.file_uris()) <= max_files:
+            return False
+        try:
+            dt.optimize.compact(writer_properties=writer_properties())
+        except (CommitFailedError, DeltaError):
+            return False
+        return True
+
     def delete(self, name: str, predicate: str) -> dict[str, Any]:
         """Delete rows matching a Delta predicate (retried on conflicts)."""
         for attempt in range(_COMMIT_RETRIES):
