@@ -58,3 +58,55 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter contracts
 
 clean: ## remove generated data, warehouse and reports (keeps .venv)
 	rm -rf $(WAREHOUSE) $(DEMO_DIR) $(REPORT_DIR)
+
+# ---------------------------------------------------------------- nightly operation
+# make nightly NIGHTLY_DIR=/data/traces/2025-01-08 [WAREHOUSE=...] [REPORT_DIR=...]
+# Ingests the night's traces (one job: the directory), checks them against their comparable
+# baseline and writes $(REPORT_DIR)/nightly/<night>/{ingest.log,check.json,check.md,report/}.
+# Every output is written to a temporary name and renamed. A lock next to the warehouse keeps
+# two runs from overlapping (a second one waits up to NIGHTLY_LOCK_WAIT seconds, then fails).
+# Exit status: 0 clean; non-zero (make reports 2) on a regression, a failed ingest or bad usage;
+# the outputs are written anyway and check.json's "status" says which.
+RUN ?= latest
+SINCE ?= 90d
+KERNEL ?=
+CATEGORY ?=
+CHECK_ARGS ?=
+NIGHTLY_LOCK ?= $(WAREHOUSE).lock
+NIGHTLY_LOCK_WAIT ?= 3600
+TRACEWH := $(abspath $(BIN))/tracewh
+
+nightly: $(STAMP) ## ingest NIGHTLY_DIR, check it, write the report (non-zero exit on regression or failed ingest)
+	@test -n "$(NIGHTLY_DIR)" && test -d "$(NIGHTLY_DIR)" || { echo "usage: make nightly NIGHTLY_DIR=<directory of one night's traces> [WAREHOUSE=...]" >&2; exit 2; }
+	@mkdir -p "$(dir $(abspath $(NIGHTLY_LOCK)))"
+	@set -u; exec 9> "$(NIGHTLY_LOCK)"; \
+	flock -w $(NIGHTLY_LOCK_WAIT) 9 || { echo "nightly: another run holds $(NIGHTLY_LOCK)" >&2; exit 1; }; \
+	night_dir="$(abspath $(NIGHTLY_DIR))"; night=$$(basename "$$night_dir"); \
+	out="$(REPORT_DIR)/nightly/$$night"; mkdir -p "$$out"; rc=0; \
+	echo "nightly: ingest $$night_dir -> $(WAREHOUSE)"; \
+	$(TRACEWH) ingest "$$night_dir" -w "$(WAREHOUSE)" --job "$$night_dir" > "$$out/.ingest.log.tmp" 2>&1 || rc=1; \
+	mv -f "$$out/.ingest.log.tmp" "$$out/ingest.log"; \
+	if [ $$rc -ne 0 ]; then echo "nightly: some traces failed to ingest (see $$out/ingest.log)" >&2; fi; \
+	crc=0; $(TRACEWH) check -w "$(WAREHOUSE)" --run "job=$$night_dir" --format json $(CHECK_ARGS) > "$$out/.check.json.tmp" || crc=$$?; \
+	mv -f "$$out/.check.json.tmp" "$$out/check.json"; \
+	$(TRACEWH) check -w "$(WAREHOUSE)" --run "job=$$night_dir" --format markdown $(CHECK_ARGS) > "$$out/.check.md.tmp" 2>&1 || true; \
+	mv -f "$$out/.check.md.tmp" "$$out/check.md"; \
+	if [ $$crc -ne 2 ] && $(TRACEWH) report --help > /dev/null 2>&1; then \
+		rm -rf "$$out/.report.tmp"; \
+		if $(TRACEWH) report -w "$(WAREHOUSE)" --run "job=$$night_dir" --out "$$out/.report.tmp" > /dev/null 2>&1; then \
+			rm -rf "$$out/report"; mv "$$out/.report.tmp" "$$out/report"; \
+		else rm -rf "$$out/.report.tmp"; echo "nightly: tracewh report failed (check.md is written)" >&2; fi; \
+	fi; \
+	cat "$$out/check.md"; echo "nightly: wrote $$out"; \
+	if [ $$crc -ne 0 ] || [ $$rc -ne 0 ]; then exit 1; fi
+
+report-kernels: $(STAMP) ## kernel ranking of RUN (default latest) -> $(REPORT_DIR)/kernels.csv (+ kernels_by_category.csv)
+	@mkdir -p $(REPORT_DIR)
+	$(TRACEWH) kernels -w "$(WAREHOUSE)" --run "$(RUN)" --top 1000000 --format csv --out "$(REPORT_DIR)/kernels.csv" > /dev/null
+	$(TRACEWH) kernels -w "$(WAREHOUSE)" --run "$(RUN)" --group-by category --top 1000000 --format csv --out "$(REPORT_DIR)/kernels_by_category.csv" > /dev/null
+	@echo "wrote $(REPORT_DIR)/kernels.csv $(REPORT_DIR)/kernels_by_category.csv"
+
+report-history: $(STAMP) ## history since SINCE (90d) of KERNEL or CATEGORY (default all GPU ops) -> $(REPORT_DIR)/history.csv
+	@mkdir -p $(REPORT_DIR)
+	$(TRACEWH) history -w "$(WAREHOUSE)" --since "$(SINCE)" $(if $(KERNEL),--kernel "$(KERNEL)") $(if $(CATEGORY),--category "$(CATEGORY)") --format csv --out "$(REPORT_DIR)/history.csv" > /dev/null
+	@echo "wrote $(REPORT_DIR)/history.csv"
