@@ -313,7 +313,7 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
     flagged = bool(flag) and bool(df["regression"].any())
     if flagged:
         layers.append(base.transform_filter("datum.regression").mark_point(
-            size=220, shape="circle", filled=False, color="#d62728", strokeWidth=2.5))
+            size=220, shape="circle", filled=False, strokeWidth=2.5).encode(color=alt.value("#d62728")))
     return alt.layer(*layers).properties(
         title=_title(title, "red rings: runs in the regression" if flagged else None), width=WIDTH - 160
     )

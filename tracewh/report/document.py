@@ -97,7 +97,7 @@ def markdown(
         if sec.key in charts:
             parts.append(f"![{sec.title}](charts/{sec.key}.png)\n")
         else:
-            parts.append(f"_{sec.empty.capitalize()}._\n")
+            parts.append(f"_{_sentence(sec.empty)}._\n")
         if sec.text:
             parts.append(sec.text + "\n")
         for t in sec.tables:
@@ -125,7 +125,7 @@ def html_page(
                 f"src='data:image/png;base64,{data}'></div>"
             )
         else:
-            body.append(f"<p class='empty'>{html.escape(sec.empty.capitalize())}.</p>")
+            body.append(f"<p class='empty'>{html.escape(_sentence(sec.empty))}.</p>")
         if sec.text:
             body.append(f"<p>{html.escape(sec.text)}</p>")
         for t in sec.tables:
@@ -143,3 +143,8 @@ def page(title: str, body: str, *, head: str = "") -> str:
         f"<title>{html.escape(title)}</title><style>{CSS}</style>{head}</head>"
         f"<body><main>\n{body}\n</main></body></html>\n"
     )
+
+
+def _sentence(text: str) -> str:
+    """``text`` with its first letter in upper case (the rest untouched)."""
+    return text[:1].upper() + text[1:]

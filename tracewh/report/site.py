@@ -21,7 +21,7 @@ from typing import Any
 
 from tracewh.report import charts, render
 from tracewh.report.atomic import atomic_dir
-from tracewh.report.document import page
+from tracewh.report.document import _sentence, page
 from tracewh.report.sections import (
     Section,
     diff_section,
@@ -134,7 +134,7 @@ def _append_sections(body: list[str], secs: list[Section]) -> int:
             body.append(_embed(f"chart-{sec.key}", render.spec(sec.chart)))
             n += 1
         else:
-            body.append(f"<p class='empty'>{html.escape(sec.empty.capitalize())}.</p>")
+            body.append(f"<p class='empty'>{html.escape(_sentence(sec.empty))}.</p>")
         if sec.text:
             body.append(f"<p>{html.escape(sec.text)}</p>")
         for t in sec.tables:

@@ -1,0 +1,127 @@
+"""Reports, the static site and flame graphs, built on real traces from ../shared/traces."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracewh.api import Warehouse
+from tracewh.cli import app
+from tracewh.report import ReportResult, build_report
+from tracewh.report.flame import gpu_stacks, write_flame
+from tracewh.report.site import BUNDLE, build_site
+
+#: Small real traces: an A100 AlexNet benchmark (98 GPU ops) and a tiny add (4 GPU ops).
+SMALL = (
+    "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "execution_trace__benchmark_simple_add_trace.json.gz",
+)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+REMOTE_SCRIPT = re.compile(r"<script[^>]+src=['\"]?(https?:)?//", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def small_wh(shared_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    wh = Warehouse(tmp_path_factory.mktemp("report") / "wh")
+    result = wh.ingest([shared_traces / name for name in SMALL])
+    assert all(r.outcome == "ingested" for r in result.results), result.results
+    return wh
+
+
+@pytest.fixture(scope="module")
+def alexnet_id(small_wh: Warehouse) -> str:
+    return str(small_wh.resolve_run(f"file_name={SMALL[0]}").run_id)
+
+
+@pytest.fixture(scope="module")
+def built(small_wh: Warehouse, alexnet_id: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ReportResult]:
+    """One report, written over an existing folder holding a stale file."""
+    out = tmp_path_factory.mktemp("built") / "rep"
+    out.mkdir()
+    (out / "stale.txt").write_text("old")
+    return out, build_report(small_wh, out, run=alexnet_id)
+
+
+def test_report_files_and_charts(built: tuple[Path, ReportResult]) -> None:
+    out, result = built
+    for chart in ("top_kernels", "categories", "timeline", "idle", "launches"):
+        assert chart in result.charts
+        png = out / "charts" / f"{chart}.png"
+        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 2000
+        assert json.loads((out / "charts" / f"{chart}.vl.json").read_text())["$schema"]
+    # alexnet has no ProfilerStep and one rank: those sections say so instead of drawing
+    assert "steps" in result.empty and "ranks" in result.empty
+    md = (out / "report.md").read_text()
+    assert "![Top kernels](charts/top_kernels.png)" in md
+    assert "_No ProfilerStep in this trace._" in md
+    assert "total (ms)" in md and "mean (µs)" in md  # tables carry units
+    page = (out / "report.html").read_text()
+    assert page.count("src='data:image/png;base64,") == len(result.charts)
+    assert not REMOTE_SCRIPT.search(page) and "<script" not in page
+
+
+def test_report_replaces_atomically(built: tuple[Path, ReportResult]) -> None:
+    out, _ = built
+    assert not (out / "stale.txt").exists() and (out / "report.html").exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["rep"]  # no temporary left behind
+
+
+def test_report_cli_and_site(small_wh: Warehouse, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--out", str(tmp_path / "r"),
+                                      "--site", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    assert "charts" in result.output
+    site = tmp_path / "s"
+    runs = small_wh.runs()["run_id"].to_list()
+    pages = ["index.html", "history.html", "diff.html", *(f"run-{r}.html" for r in runs)]
+    for name in pages:
+        text = (site / name).read_text()
+        assert f"<script src='{BUNDLE}'></script>" in text
+        assert not REMOTE_SCRIPT.search(text)
+    assert (site / BUNDLE).stat().st_size > 100_000
+    assert "vegaEmbed" in (site / BUNDLE).read_text()
+    run_page = (site / f"run-{runs[0]}.html").read_text()
+    assert run_page.count("class='chart'") >= 3
+
+
+def test_report_needs_an_output(small_wh: Warehouse) -> None:
+    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root)])
+    assert result.exit_code == 2 and "--out" in result.output
+
+
+def test_site_single_run_has_no_diff(small_wh: Warehouse, alexnet_id: str, tmp_path: Path) -> None:
+    built = build_site(small_wh, tmp_path / "s", runs=[alexnet_id])
+    assert len(built.pages) == 4
+    assert "nothing to compare" in (tmp_path / "s" / "diff.html").read_text()
+
+
+def test_flame_folded_and_speedscope(small_wh: Warehouse, alexnet_id: str, tmp_path: Path) -> None:
+    total = small_wh.sql("SELECT sum(dur_ns) FROM gpu_ops WHERE run_id = ?", [alexnet_id]).item()
+    folded = write_flame(small_wh, alexnet_id, tmp_path / "g.folded")
+    weights = 0
+    for line in folded.read_text().splitlines():
+        stack, _, weight = line.rpartition(" ")
+        frames = stack.split(";")
+        assert len(frames) >= 2 and all(frames)
+        weights += int(weight)
+    assert weights == total  # every GPU ns lands in exactly one stack
+    assert any(";aten::" in line or line.startswith("aten::") for line in folded.read_text().splitlines())
+
+    doc = json.loads(write_flame(small_wh, alexnet_id, tmp_path / "g.json", fmt="speedscope").read_text())
+    assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    prof = doc["profiles"][0]
+    assert prof["type"] == "sampled" and prof["unit"] == "nanoseconds"
+    assert len(prof["samples"]) == len(prof["weights"]) and sum(prof["weights"]) == total
+    n_frames = len(doc["shared"]["frames"])
+    assert all(0 <= i < n_frames for s in prof["samples"] for i in s)
+    assert sum(gpu_stacks(small_wh, alexnet_id).values()) == total
+
+
+def test_flame_cli_rejects_unknown_format(small_wh: Warehouse, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["flame", "latest", "-w", str(small_wh.root), "--out",
+                                      str(tmp_path / "x"), "--format", "svg"])
+    assert result.exit_code == 2 and "folded" in result.output
