@@ -148,6 +148,18 @@ class Warehouse:
         finally:
             con.close()
 
+    def _runs_query(self, query: str, params: Mapping[str, Any]) -> pl.DataFrame:
+        """A query over ``runs`` alone: no other table's log is read, no view is bound."""
+        self.store.require()
+        files = self.store.table("runs").file_uris()
+        if not files:
+            raise EmptyWarehouseError(self.root)
+        con = connect_tables(files={"runs": files}, apply=False)
+        try:
+            return _run(con, query, params)
+        finally:
+            con.close()
+
     def scan(self, table: str) -> pl.LazyFrame:
         """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""
         if table not in TABLES:
@@ -162,7 +174,7 @@ class Warehouse:
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
         """Every visible run (newest first), optionally filtered by labels/fields."""
         clauses, params = _where(where or {})
-        return self.sql(
+        return self._runs_query(
             f"SELECT * EXCLUDE (metadata_json) FROM runs WHERE {clauses} "
             "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
             params,
@@ -181,7 +193,7 @@ class Warehouse:
             key, _, value = sel.partition("=")
             where[key.strip()] = value.strip()
         clauses, params = _where(where)
-        df = self.sql(
+        df = self._runs_query(
             f"SELECT run_id, day, job, rank FROM runs WHERE {clauses} "
             "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
             params,
