@@ -59,8 +59,13 @@ def _failing_writes(monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int) ->
 
 @pytest.mark.parametrize(
     ("fail_at", "code"),
-    [(1, errno.ENOSPC), (3, errno.EIO), ("runs", errno.ENOSPC)],
-    ids=["first-commit-ENOSPC", "third-commit-EIO", "runs-commit-ENOSPC"],
+    [
+        (1, errno.ENOSPC),
+        ("runs", errno.EIO),
+        pytest.param(3, errno.EIO, marks=pytest.mark.slow),
+        pytest.param("runs", errno.ENOSPC, marks=pytest.mark.slow),
+    ],
+    ids=["first-commit-ENOSPC", "runs-commit-EIO", "third-commit-EIO", "runs-commit-ENOSPC"],
 )
 def test_write_error_leaves_the_warehouse_unchanged(
     tmp_path: Path, traces: dict[str, Path], monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int
@@ -105,7 +110,7 @@ print(json.dumps(Warehouse(root).ingest([path]).to_dict()))
 """
 
 
-@pytest.mark.parametrize("where", ["staging", "delta"])
+@pytest.mark.parametrize("where", [pytest.param("staging", marks=pytest.mark.slow), "delta"])
 def test_real_file_size_limit_fails_cleanly(tmp_path: Path, traces: dict[str, Path], where: str) -> None:
     """A genuine OS write error (RLIMIT_FSIZE -> EFBIG) in the staging files or inside delta-rs."""
     wh = Warehouse(tmp_path / "wh")

@@ -65,15 +65,14 @@ def _check_batch(wh: Warehouse, files: dict[str, Case]) -> Counter[str]:
 
 #: "ok" cases in the default suite (each costs a full commit); the slow test runs them all
 DEFAULT_OK = {
-    "non_object_events", "missing_ph", "missing_ts", "missing_name", "ts_string", "ts_bool",
-    "negative_dur", "ts_beyond_int64", "correlation_beyond_int64", "pid_beyond_uint64",
-    "args_not_object", "megabyte_kernel_name", "duplicate_keys", "lone_surrogate",
+    "non_object_events", "missing_ph", "missing_ts", "ts_string", "negative_dur",
+    "ts_beyond_int64", "pid_beyond_uint64", "args_not_object", "megabyte_kernel_name",
 }
 
 
 def test_handwritten_oddities(tmp_path: Path) -> None:
     cases = [c for c in handwritten() if not c.bug and (c.expect != "ok" or c.name in DEFAULT_OK)]
-    assert len(cases) >= 40
+    assert len(cases) >= 38
     tally = _check_batch(Warehouse(tmp_path / "wh"), _write(tmp_path / "in", cases))
     assert tally["ingested"] >= len(DEFAULT_OK) and tally["failed"] >= 20
 
@@ -97,7 +96,7 @@ def test_known_bugs_fail_cleanly(tmp_path: Path, case: Case) -> None:
 def test_full_hostile_corpus(tmp_path: Path) -> None:
     """Hundreds of inputs, in batches of 40 into one warehouse, verified after each batch."""
     cases = [c for c in corpus(tmp_path, truncate=100, flip=240) if not c.bug]
-    assert len(cases) >= 400
+    assert len(cases) >= 380
     wh = Warehouse(tmp_path / "wh")
     tally: Counter[str] = Counter()
     for start in range(0, len(cases), 40):
@@ -178,7 +177,7 @@ _HEADER = st.dictionaries(
 )
 
 
-@settings(max_examples=12, deadline=None, database=None, derandomize=True,
+@settings(max_examples=8, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(_EVENT | _ANY, min_size=0, max_size=12), header=_HEADER)
 def test_generated_event_lists(tmp_path: Path, events: list[Any], header: dict[str, Any]) -> None:

