@@ -14,7 +14,7 @@ from tracewh.api import Warehouse
 from tracewh.cli.common import app, format_option, handle_errors, warehouse_option
 from tracewh.cli.output import emit
 from tracewh.errors import UsageError
-from tracewh.ingest.batch import IngestReport, discover
+from tracewh.ingest.batch import IngestReport, build_executor, discover
 from tracewh.ingest.pipeline import FileResult
 
 
@@ -58,6 +58,7 @@ def ingest(
     warehouse: str = warehouse_option(),
     label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label for every run (repeatable)."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Parallel processes."),
+    dask: str | None = typer.Option(None, "--dask", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
     steps: int | None = typer.Option(None, "--steps", help="Keep only the first N ProfilerStep iterations."),
     skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events."),
     force: bool = typer.Option(False, "--force", help="Re-ingest files already ingested (atomic replace)."),
@@ -73,6 +74,9 @@ def ingest(
     with handle_errors():
         if fmt not in ("text", "json"):
             raise UsageError(f"--format must be text or json, not {fmt!r}")
+        if dask is not None and jobs != 1:
+            raise UsageError("--dask and --jobs exclude each other (Dask sets the parallelism)")
+        executor = build_executor(dask=dask)
         labels = parse_labels(label)
         wh = Warehouse(warehouse)
         console = Console(stderr=True, highlight=False)
@@ -95,7 +99,7 @@ def ingest(
 
             report = wh.ingest(
                 paths, labels=labels, jobs=jobs, steps=steps, skip_python=skip_python,
-                force=force, job=job, on_result=on_result,
+                force=force, job=job, on_result=on_result, executor=executor,
             )
         if fmt == "json":
             typer.echo(json.dumps(report.to_dict(), indent=2))

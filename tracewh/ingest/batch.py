@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracewh.ingest.cleanup import CleanupReport, cleanup
+from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
 from tracewh.store import Store
 
@@ -92,13 +93,34 @@ class ProcessExecutor:
 
 @dataclass(frozen=True)
 class _Task:
-    root: str
+    store: Store
     path: str
     options: IngestOptions
 
 
 def _run_task(task: _Task) -> FileResult:
-    return ingest_file(Store(Path(task.root)), Path(task.path), task.options)
+    return ingest_file(task.store, Path(task.path), task.options)
+
+
+def _task_failed(task: _Task, exc: BaseException) -> FileResult:
+    """The result of a task its executor lost (a killed worker, a lost connection)."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return FileResult(
+        os.path.abspath(task.path), "failed",
+        error=f"{task.path}: the worker failed: {type(exc).__name__}: {reason}"[:500],
+    )
+
+
+def build_executor(*, dask: str | None = None) -> Executor | None:
+    """The executor for ``--dask SPEC``, or None (:func:`ingest_paths` then picks by ``jobs``).
+
+    ``dask`` is ``local``, ``local:N`` or a scheduler address (see
+    :func:`~tracewh.ingest.dask_executor.parse_dask`); a task lost on the
+    cluster becomes a failed :class:`FileResult`, like a bad file.
+    """
+    if dask is None:
+        return None
+    return parse_dask(dask, on_error=_task_failed)
 
 
 @dataclass
@@ -156,7 +178,7 @@ def ingest_paths(
             on_result(r)
     if options.parts == 1 and jobs > 1 and 0 < len(files) < jobs:
         options = replace(options, parts=max(1, jobs // len(files)))
-    tasks = [_Task(str(store.root), str(p), options) for p in files]
+    tasks = [_Task(store, os.path.abspath(p), options) for p in files]
     if executor is None:
         executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)
     by_path: dict[str, FileResult] = {}
@@ -165,4 +187,7 @@ def ingest_paths(
         if on_result:
             on_result(result)
     report.results = [by_path[os.path.abspath(t.path)] for t in tasks] + missing
+    if report.ingested or report.failed:
+        for name in ("runs", "ingest_log"):
+            store.compact_small(name)
     return report
