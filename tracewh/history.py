@@ -146,19 +146,15 @@ def history(
 
     See :meth:`tracewh.api.Warehouse.history`.
     """
+    from tracewh.api import _where  # the one definition of KEY=VALUE run filters
+
     first = parse_since(since, today=today) if since is not None else None
-    runs = wh.runs(where=where).select("run_id", "day")
-    if first is not None:
-        runs = runs.filter(pl.col("day") >= first)
-    if runs.is_empty():
-        return wh.sql(
-            "SELECT * FROM metric_history() LIMIT 0", days=set()
-        )
+    clauses, params = _where(where or {})
     return wh.sql(
-        "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c) h "
-        "WHERE list_contains($ids, h.run_id) ORDER BY h.start_ns, h.rank, h.run_id",
-        {"k": kernel, "c": category, "ids": runs["run_id"].to_list()},
-        days=set(runs["day"].to_list()),
+        "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c, since := $s) h "
+        f"WHERE h.run_id IN (SELECT run_id FROM runs WHERE {clauses}) "
+        "ORDER BY h.start_ns, h.rank, h.run_id",
+        {**params, "k": kernel, "c": category, "s": first},
     )
 
 

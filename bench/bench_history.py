@@ -1,0 +1,240 @@
+"""History and regression check over a year of nightly runs: tracewh vs bare DuckDB.
+
+Builds (once, cached under ``data/bench/history_wh_365``) a warehouse of 365 nightly runs
+from one ingested synthetic trace: its ``gpu_ops`` and ``steps`` rows are copied into 365
+runs (one ``day`` partition each, so one Parquet file per table and night as nightly ingests
+leave them; written in one Delta commit per table to build fast), with a per-night,
+per-kernel noise of a few percent, ``flash_fwd`` 30% slower over the last 3 nights, and
+``model``/``branch`` labels that tie the nights together. Then, side by side:
+
+* ``Warehouse.history(kernel="flash_fwd")`` (end to end: Delta log, partition pruning,
+  DuckDB views) vs one bare DuckDB query over the same Parquet files computing the same
+  series (step time, GPU idle fraction, calls and time per step of the matched kernels);
+* ``Warehouse.check()`` of the latest run vs one bare query computing the same median/MAD
+  comparison for the latest run against its 7 previous nights.
+
+Targets (issue 5): overhead <= 1.5x the bare query, each well under a second.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from tracewh.api import Warehouse
+from tracewh.schema import GPU_OPS, RUNS, STEPS
+from tracewh.synth import SynthConfig, write_trace
+
+BENCH = Path("data/bench")
+N_RUNS = 365
+REG_NIGHTS = 3
+REPEAT = 5
+START = dt.date(2024, 1, 1)
+
+_COPY_OPS = """
+SELECT * REPLACE (
+    $run AS run_id, $ing AS ingest_id, $day AS day,
+    ts_ns + $shift AS ts_ns, launch_ts_ns + $shift AS launch_ts_ns, op_ts_ns + $shift AS op_ts_ns,
+    CAST(dur_ns * (1 + 0.03 * ((hash(name || $night) % 2001) / 1000.0 - 1))
+         * CASE WHEN $reg AND name LIKE '%flash_fwd%' THEN 1.3 ELSE 1 END AS BIGINT) AS dur_ns)
+FROM gpu
+"""
+_COPY_STEPS = """
+SELECT * REPLACE ($run AS run_id, $ing AS ingest_id, $day AS day, ts_ns + $shift AS ts_ns)
+FROM st
+"""
+
+#: metric_history(kernel_pattern := 'flash_fwd') written by hand over the Parquet files.
+BARE_HISTORY = """
+WITH r AS (SELECT * FROM read_parquet($runs, hive_partitioning = true)),
+g AS (SELECT * FROM read_parquet($gpu, hive_partitioning = true)),
+s AS (SELECT * FROM read_parquet($steps, hive_partitioning = true)),
+sw AS (SELECT run_id, step, max(ts_ns + dur_ns) - min(ts_ns) AS wall FROM s GROUP BY ALL),
+sr AS (SELECT run_id, count(*) AS n, avg(wall) AS step_ns FROM sw GROUP BY run_id),
+d AS (
+    SELECT run_id, device, ts_ns, ts_ns + dur_ns AS e,
+           max(ts_ns + dur_ns) OVER (PARTITION BY run_id, device ORDER BY ts_ns, event_index
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
+    FROM g WHERE dur_ns > 0
+),
+idle AS (
+    SELECT run_id, sum(w) AS w, sum(i) AS i FROM (
+        SELECT run_id, device, max(e) - min(ts_ns) AS w, coalesce(sum(greatest(ts_ns - prev, 0)), 0) AS i
+        FROM d GROUP BY run_id, device) GROUP BY run_id
+),
+m AS (
+    SELECT run_id, count(DISTINCT name) AS kernels, count(*) AS calls, sum(dur_ns) AS total
+    FROM g WHERE dur_ns IS NOT NULL
+      AND (contains(lower(name), 'flash_fwd') OR contains(lower(short_name), 'flash_fwd'))
+    GROUP BY run_id
+)
+SELECT r.day, r.start_ns, r.run_id, r.job, r.rank, coalesce(sr.n, 0) AS n_steps, sr.step_ns,
+       idle.i / idle.w AS gpu_idle_fraction, m.kernels, m.calls,
+       m.calls / greatest(coalesce(sr.n, 0), 1) AS calls_per_step,
+       m.total / greatest(coalesce(sr.n, 0), 1) AS time_per_step_ns, m.total / m.calls AS mean_ns
+FROM r LEFT JOIN sr USING (run_id) LEFT JOIN idle USING (run_id) LEFT JOIN m USING (run_id)
+ORDER BY r.start_ns
+"""
+
+#: run_check for the latest run (baseline 7, threshold 10%, 3 MADs, 0.1 ms) by hand.
+BARE_CHECK = """
+WITH r AS (SELECT * FROM read_parquet($runs, hive_partitioning = true)),
+t AS (SELECT * FROM r ORDER BY start_ns DESC LIMIT 1),
+w AS (
+    SELECT r.run_id, 0 AS age FROM r, t WHERE r.run_id = t.run_id
+    UNION ALL
+    SELECT run_id, age FROM (
+        SELECT r.run_id, row_number() OVER (ORDER BY r.start_ns DESC) AS age
+        FROM r, t
+        WHERE r.start_ns < t.start_ns AND r.rank IS NOT DISTINCT FROM t.rank
+          AND r.device_name IS NOT DISTINCT FROM t.device_name
+          AND json_extract_string(r.labels_json, '$.model') = json_extract_string(t.labels_json, '$.model')
+          AND json_extract_string(r.labels_json, '$.branch') = json_extract_string(t.labels_json, '$.branch')
+    ) WHERE age <= 7
+),
+g AS (SELECT * FROM read_parquet($gpu, hive_partitioning = true) SEMI JOIN w USING (run_id)),
+s AS (SELECT * FROM read_parquet($steps, hive_partitioning = true) SEMI JOIN w USING (run_id)),
+sw AS (SELECT run_id, step, max(ts_ns + dur_ns) - min(ts_ns) AS wall FROM s GROUP BY ALL),
+sr AS (SELECT run_id, greatest(count(*), 1) AS div, avg(wall) AS step_ns FROM sw GROUP BY run_id),
+v AS (
+    SELECT run_id, 'step' AS kind, 'step_ns' AS metric, step_ns AS v FROM sr
+    UNION ALL
+    SELECT g.run_id, 'kernel', name, sum(dur_ns) / any_value(sr.div) FROM g JOIN sr USING (run_id)
+    WHERE dur_ns IS NOT NULL GROUP BY g.run_id, name
+    UNION ALL
+    SELECT g.run_id, 'category', category, sum(dur_ns) / any_value(sr.div) FROM g JOIN sr USING (run_id)
+    WHERE dur_ns IS NOT NULL GROUP BY g.run_id, category
+),
+grid AS (SELECT DISTINCT kind, metric FROM v),
+vals AS (
+    SELECT grid.kind, grid.metric, w.age, coalesce(v.v, 0) AS v
+    FROM grid CROSS JOIN w LEFT JOIN v ON v.run_id = w.run_id AND v.kind = grid.kind AND v.metric = grid.metric
+),
+med AS (
+    SELECT kind, metric, quantile_cont(v, 0.5) FILTER (WHERE age >= 1) AS base,
+           max(v) FILTER (WHERE age = 0) AS now
+    FROM vals GROUP BY kind, metric
+),
+mad AS (
+    SELECT vals.kind, vals.metric, quantile_cont(abs(v - base), 0.5) AS mad
+    FROM vals JOIN med USING (kind, metric) WHERE age >= 1 GROUP BY ALL
+)
+SELECT kind, metric, now, base, mad,
+       now - base > greatest(0.1 * base, 3 * 1.4826 * mad, 10000) AS regression
+FROM med JOIN mad USING (kind, metric)
+WHERE kind = 'step' OR greatest(base, now) >= 100000
+ORDER BY regression DESC, abs(now - base) DESC
+"""
+
+
+def _build(root: Path) -> None:
+    """The 365-night warehouse (cached: ``root/BUILT`` marks it done)."""
+    if (root / "BUILT").exists():
+        return
+    src_root = BENCH / "history_source_wh"
+    src = Warehouse(src_root)
+    if not (src_root / "tables").exists():
+        trace = BENCH / "history_source.pt.trace.json.gz"
+        BENCH.mkdir(parents=True, exist_ok=True)
+        write_trace(trace, SynthConfig(steps=4, layers=4, seed=21))
+        report = src.ingest([trace])
+        assert report.ok, report.to_dict()
+    base = src.resolve_run("latest")
+    con = duckdb.connect()
+    con.register("gpu", src.scan("gpu_ops").collect().to_arrow())
+    con.register("st", src.scan("steps").collect().to_arrow())
+    run_row = src.sql("SELECT * FROM runs").to_dicts()[0]
+    wh = Warehouse(root)
+    wh.store.create()
+    ops: list[pa.Table] = []
+    steps: list[pa.Table] = []
+    runs: list[dict[str, object]] = []
+    for i in range(N_RUNS):
+        day = START + dt.timedelta(days=i)
+        run_id, ingest_id = f"h{i:015x}", uuid.uuid4().hex
+        shift = (day - base.day).days * 86_400 * 10**9
+        params = {"run": run_id, "ing": ingest_id, "day": day, "shift": shift}
+        ops.append(con.sql(_COPY_OPS, params={
+            **params, "night": str(i), "reg": i >= N_RUNS - REG_NIGHTS}).to_arrow_table())  # fmt: skip
+        steps.append(con.sql(_COPY_STEPS, params=params).to_arrow_table())
+        labels = {"model": "bench", "branch": "main", "night": day.isoformat()}
+        runs.append({**run_row, "run_id": run_id, "ingest_id": ingest_id, "day": day,
+                     "start_ns": run_row["start_ns"] + shift, "end_ns": run_row["end_ns"] + shift,
+                     "job": f"/bench/{day}", "labels_json": json.dumps(labels),
+                     "source_path": f"/bench/{day}/rank-0.json.gz", "sha256": run_id,
+                     "rows_json": json.dumps({"gpu_ops": ops[-1].num_rows,
+                                              "steps": steps[-1].num_rows})})  # fmt: skip
+    wh.store.append("gpu_ops", lambda: pa.concat_tables(ops).cast(GPU_OPS))
+    wh.store.append("steps", lambda: pa.concat_tables(steps).cast(STEPS))
+    wh.store.append("runs", lambda: pa.Table.from_pylist(runs, schema=RUNS))
+    (root / "BUILT").write_text("ok\n")
+
+
+def _time(fn: Callable[[], object]) -> float:
+    samples = []
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    root = BENCH / f"history_wh_{N_RUNS}"
+    t0 = time.perf_counter()
+    _build(root)
+    print(f"{N_RUNS}-night warehouse ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    wh = Warehouse(root)
+    n_ops = wh.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0]
+    print(f"{N_RUNS} runs, {n_ops:,} GPU ops")
+    globs = {t: str(root / "tables" / t / "day=*" / "*.parquet") for t in ("gpu_ops", "steps")}
+    globs["runs"] = str(root / "tables" / "runs" / "**" / "*.parquet")
+
+    def bare(query: str) -> Callable[[], object]:
+        def run() -> object:
+            con = duckdb.connect()
+            try:
+                return con.sql(query, params={"runs": globs["runs"], "gpu": globs["gpu_ops"],
+                                              "steps": globs["steps"]}).fetchall()  # fmt: skip
+            finally:
+                con.close()
+
+        return run
+
+    h = wh.history(kernel="flash_fwd")
+    bare_h = bare(BARE_HISTORY)()
+    assert h.height == len(bare_h) == N_RUNS  # type: ignore[arg-type]
+    report = wh.check()
+    bare_c = [r for r in bare(BARE_CHECK)() if r[-1]]  # type: ignore[attr-defined]
+    found = sorted((f.metric_kind, f.metric) for f in report.regressions)
+    assert found == sorted((r[0], r[1]) for r in bare_c), (found, bare_c)
+    print(f"check of the latest night finds {found}")
+
+    def connect_only() -> object:
+        return wh.sql("SELECT 1", days=set())
+
+    rows = []
+    for label, ours, theirs in (
+        ("history(kernel)", lambda: wh.history(kernel="flash_fwd"), bare(BARE_HISTORY)),
+        ("check(latest)", lambda: wh.check(), bare(BARE_CHECK)),
+    ):
+        t_ours, t_bare = _time(ours), _time(theirs)
+        rows.append((label, t_ours, t_bare, t_ours / t_bare))
+    t_conn = _time(connect_only)
+    print(f"{'query':16} {'tracewh s':>10} {'bare s':>8} {'ratio':>6}")
+    for label, t_ours, t_bare, ratio in rows:
+        print(f"{label:16} {t_ours:10.3f} {t_bare:8.3f} {ratio:6.2f}")
+    print(f"fixed cost of one tracewh connection (runs only, every sql/ view): {t_conn:.3f} s")
+    print("targets: ratio <= 1.5 (tracewh vs bare DuckDB), each well under 1 s")
+
+
+if __name__ == "__main__":
+    main()
