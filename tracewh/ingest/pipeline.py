@@ -8,6 +8,8 @@ that leaves only invisible rows, removed by :func:`tracewh.ingest.cleanup.cleanu
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import socket
@@ -15,7 +17,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -28,13 +30,16 @@ import pyarrow.compute as pc
 from tracewh import __version__
 from tracewh.db import SQL_DIR
 from tracewh.errors import TraceFormatError, TracewhError
-from tracewh.ingest.reader import open_trace, sha256_file
-from tracewh.ingest.rows import StagingWriter, dumps, stage_events
+from tracewh.ingest.parts import Staged, stage_file
+from tracewh.ingest.reader import sha256_file
+from tracewh.ingest.rows import dumps
 from tracewh.schema import INGEST_LOG, RUNS
 from tracewh.store import Store
 
 INGEST_SQL = SQL_DIR / "ingest"
 NAMES_SQL = SQL_DIR / "05_names.sql"
+
+_BATCH_ROWS = 65_536
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
 
@@ -67,11 +72,17 @@ class IngestOptions:
     job
         Job name for every run (default: the directory each file came from).
     batch_rows
-        Rows buffered per staging table before a flush (bounds memory).
+        Unused (kept for compatibility); staging is bounded by its chunk size.
     memory_limit
         DuckDB memory limit for the linkage step (it spills beyond).
+    stage_memory_limit
+        DuckDB memory limit of each parsing process while it stages events.
     parts
-        Processes that parse one large file in parallel.
+        Processes that parse one large file in parallel (files under
+        ``min_split_bytes`` decompressed, or in the bare-array layout, are
+        parsed in one).
+    min_split_bytes
+        Smallest decompressed size worth splitting into ``parts``.
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -82,6 +93,8 @@ class IngestOptions:
     batch_rows: int = 50_000
     memory_limit: str = "192MB"
     parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
+    stage_memory_limit: str = "128MB"
+    min_split_bytes: int = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -202,10 +215,8 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
             f"({Path(where.filename).name}:{where.lineno})"[:500],
             bytes=size, seconds=time.perf_counter() - t0,
         )
-    try:
+    with contextlib.suppress(Exception):  # the log is best effort; the run is committed or not
         _log(store, result, sha, started)
-    except Exception:  # the log is best effort; the run itself is committed or not
-        pass
     return result
 
 
@@ -222,33 +233,24 @@ def _ingest_locked(
 ) -> tuple[int, dict[str, int]]:
     labels = {**read_sidecar_labels(path), **options.labels}
     staging = store.new_staging(ingest_id)
-    anomalies: Counter[str] = Counter()
     try:
-        writer = StagingWriter(staging, batch_rows=options.batch_rows)
-        stream, _tee = open_trace(path)
-        try:
-            n_events = stage_events(
-                stream.events, writer, skip_python=options.skip_python, anomalies=anomalies
-            )
-        except BaseException:
-            writer.abort()
-            raise
-        files = writer.close()
-        if n_events == 0:
+        staged = stage_file(
+            path, staging, parts=options.parts, skip_python=options.skip_python,
+            memory_limit=options.stage_memory_limit, min_split_bytes=options.min_split_bytes,
+        )
+        if staged.events == 0:
             raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
-        meta = stream.metadata
-        con = _connect(staging, files, options)
+        con = _connect(staging, staged, options)
         try:
-            summary = _derive_and_commit(
-                store, con, meta, options,
+            _derive_and_commit(
+                store, con, staged.metadata, options,
                 run_id=run_id, ingest_id=ingest_id, replace=replace,
                 base=dict(path=path, sha=sha, size=size, labels=labels,
-                          n_events=n_events, anomalies=anomalies),
+                          n_events=staged.events, anomalies=staged.anomalies),
             )
         finally:
             con.close()
-        del summary
-        return n_events, dict(anomalies)
+        return staged.events, dict(staged.anomalies)
     except BaseException:
         _discard(store, ingest_id)
         raise
@@ -260,20 +262,33 @@ def _discard(store: Store, ingest_id: str) -> None:
     """Best-effort removal of the child rows of a failed ingest (cleanup does it otherwise)."""
     from tracewh.ingest.cleanup import delete_ingest
 
-    try:
+    with contextlib.suppress(Exception):
         delete_ingest(store, ingest_id)
-    except Exception:
-        pass
 
 
-def _connect(staging: Path, files: Mapping[str, Path], options: IngestOptions) -> Any:
+_STAGING_TABLES = ("ev", "py", "gpu", "inst", "cnt", "flow", "thr")
+
+
+def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
+    """DuckDB over the staged parts: ``s_*`` views with global event indices, linkage."""
     tmp = staging / "duckdb_tmp"
     tmp.mkdir(exist_ok=True)
     con = duckdb.connect(config={"memory_limit": options.memory_limit, "threads": 2})
     con.execute("SET temp_directory = ?", [str(tmp)])
     con.execute("SET preserve_insertion_order = false")
-    for name, file in files.items():
-        con.read_parquet(str(file)).create_view(f"s_{name}")
+    con.execute("CREATE TEMP TABLE t_parts (part INTEGER, off BIGINT)")
+    for k, (db, off) in enumerate(staged.parts):
+        con.execute(f"ATTACH ? AS p{k} (READ_ONLY)", [db])
+        con.execute("INSERT INTO t_parts VALUES (?, ?)", [k, off])
+    for name in _STAGING_TABLES:
+        selects = [
+            f"SELECT * FROM p{k}.{name}"
+            if name == "thr" or k == 0
+            else f"SELECT * REPLACE (event_index + (SELECT off FROM t_parts WHERE part = {k})"
+            f" AS event_index) FROM p{k}.{name}"
+            for k in range(len(staged.parts))
+        ]
+        con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
     con.execute(NAMES_SQL.read_text(encoding="utf-8"))
     con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
     return con
@@ -345,27 +360,18 @@ def _derive_and_commit(
         "lo_ns": lo,
         "hi_ns": hi,
     }
-    kept = 0
     written: dict[str, int] = {}
     for table, sql_file in _OUT_TABLES:
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         used = {k: v for k, v in params.items() if f"${k}" in query}
-        n = con.execute(f"SELECT count(*) FROM ({query})", used).fetchall()[0][0]
-        if table in ("events", "python"):
-            kept += n
-        written[table] = n
-        if n == 0:
-            continue
-
-        def reader(q: str = query, p: dict[str, Any] = used) -> pa.RecordBatchReader:
-            return con.sql(q, params=p).to_arrow_reader(65_536)
-
-        store.append(table, reader)
+        written[table] = _append_query(store, con, table, query, used)
+    kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
     cat_counts = {k: n for k, n in con.execute(
         (INGEST_SQL / "31_category_counts.sql").read_text(encoding="utf-8")).fetchall()}
     names = _device_names(meta)
-    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    raw_dist = meta.get("distributedInfo")
+    dist: dict[str, Any] = raw_dist if isinstance(raw_dist, dict) else {}
     backend = (
         "mtia" if summary["n_mtia"]
         else "rocm" if summary["n_hip_calls"] or any(
@@ -430,6 +436,37 @@ def _derive_and_commit(
         replace_predicate=f"run_id = '{run_id}'" if replace else None,
     )
     return row
+
+
+def _append_query(
+    store: Store, con: Any, table: str, query: str, params: dict[str, Any]
+) -> int:
+    """Append the rows of ``query`` to ``table`` in one commit; the number of rows.
+
+    The rows are counted as they stream by (the query runs once, or again only
+    if the commit is retried); nothing is committed when there are none.
+    """
+    count = [0]
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        count[0] = 0
+        for batch in con.sql(query, params=params).to_arrow_reader(_BATCH_ROWS):
+            count[0] += batch.num_rows
+            yield batch
+
+    first_run = batches()
+    first = next(first_run, None)
+    if first is None:
+        return 0
+    calls = [0]
+
+    def reader() -> pa.RecordBatchReader:
+        calls[0] += 1
+        source = itertools.chain([first], first_run) if calls[0] == 1 else batches()
+        return pa.RecordBatchReader.from_batches(first.schema, source)
+
+    store.append(table, reader)
+    return count[0]
 
 
 def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:

@@ -57,28 +57,61 @@ def _open_decompressed(path: Path) -> IO[bytes]:
     with path.open("rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")  # closes its file when closed (GzipFile(fileobj=) won't)
+        return gzip.open(path, "rb")  # type: ignore[return-value]  # closes its file when closed (GzipFile(fileobj=) won't)
     return path.open("rb")
 
 
-class _Tee(io.RawIOBase):
-    """A read-only stream that remembers its head (until told) and its tail."""
+# An event separator at the top level of ``traceEvents``: ``}`` ``,`` ``{`` with
+# some whitespace. A match found by byte search may also sit inside a string or
+# a nested object; the parse of the part that ends there proves it does not.
+_SEP = re.compile(rb"\}[ \t\r\n]{0,64},[ \t\r\n]{0,64}\{")
+_SEP_MAX = 131  # longest possible match
+PART_PREFIX = b'{"traceEvents":['
+PART_SUFFIX = b"]}"
 
-    def __init__(self, inner: IO[bytes], path: Path) -> None:
+
+class _Tee(io.RawIOBase):
+    """A read-only view of the decompressed bytes [start, stop) that remembers head and tail.
+
+    Without ``start_at``/``stop_at`` it is the whole document. With
+    ``start_at``, everything before the first event separator at or after that
+    offset is skipped and :data:`PART_PREFIX` is put in front of the next
+    event; with ``stop_at``, the stream ends after the ``}`` of the first
+    separator at or after that offset, followed by :data:`PART_SUFFIX`. Two
+    parts that share a boundary offset find the same separator, since both
+    scan the same bytes. ``offset`` counts decompressed bytes read; ``head``
+    keeps the first bytes (up to the first event) and ``tail()`` the last ones.
+    """
+
+    def __init__(
+        self,
+        inner: IO[bytes],
+        path: Path,
+        *,
+        start_at: int | None = None,
+        stop_at: int | None = None,
+    ) -> None:
         self._inner = inner
         self._path = path
         self.head = bytearray()
-        self.recording_head = True
+        self.recording_head = start_at is None
         self._tail: list[bytes] = []
         self._tail_len = 0
         self.offset = 0
+        self.start_at = start_at
+        self.stop_at = stop_at
+        self.start_offset: int | None = 0 if start_at is None else None  # where events begin
+        self.cut_offset: int | None = None  # offset of the ``}`` we stopped after
+        self.reached_eof = False
+        self._out = self._output()
+        self._left = b""
 
     def readable(self) -> bool:
         return True
 
-    def read(self, size: int = -1) -> bytes:
+    def _raw(self) -> bytes:
         try:
-            data = self._inner.read(size if size and size > 0 else _CHUNK)
+            data = self._inner.read(_CHUNK)
         except EOFError as exc:
             raise TraceFormatError(
                 self._path, "truncated gzip stream (file ends before the compressed data does)",
@@ -89,6 +122,7 @@ class _Tee(io.RawIOBase):
                 self._path, f"corrupt gzip data: {exc}", offset=self.offset
             ) from exc
         if not data:
+            self.reached_eof = True
             return b""
         self.offset += len(data)
         if self.recording_head:
@@ -99,6 +133,61 @@ class _Tee(io.RawIOBase):
         self._tail_len += len(data)
         while self._tail_len - len(self._tail[0]) >= _TAIL_KEEP:
             self._tail_len -= len(self._tail.pop(0))
+        return data
+
+    def _output(self) -> Iterator[bytes]:
+        buf = b""
+        pos = 0  # offset of buf[0]
+        if self.start_at is not None:
+            scan = self.start_at
+            while True:
+                chunk = self._raw()
+                if not chunk:
+                    return  # no separator after start_at: this part is empty
+                buf += chunk
+                m = _SEP.search(buf, max(scan - pos, 0)) if pos + len(buf) > scan else None
+                if m is not None:
+                    begin = m.end() - 1
+                    buf, pos = buf[begin:], pos + begin
+                    self.start_offset = pos
+                    break
+                drop = min(max(scan - pos, len(buf) - _SEP_MAX, 0), len(buf))
+                buf, pos = buf[drop:], pos + drop
+                scan = max(scan, pos)
+            yield PART_PREFIX
+        stop = self.stop_at
+        while True:
+            if stop is None:
+                if buf:
+                    yield buf
+                pos += len(buf)
+                buf = b""
+            else:
+                m = _SEP.search(buf, max(stop - pos, 0)) if pos + len(buf) > stop else None
+                if m is not None:
+                    yield buf[: m.start() + 1]
+                    yield PART_SUFFIX
+                    self.cut_offset = pos + m.start()
+                    return
+                keep = min(max(stop - pos, len(buf) - _SEP_MAX, 0), len(buf))
+                if keep:
+                    yield buf[:keep]
+                buf, pos = buf[keep:], pos + keep
+                stop = max(stop, pos)
+            chunk = self._raw()
+            if not chunk:
+                if buf:
+                    yield buf
+                return
+            buf += chunk
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left:
+            data, self._left = self._left, b""
+        else:
+            data = next(self._out, b"")
+        if size is not None and 0 < size < len(data):
+            data, self._left = data[:size], data[size:]
         return data
 
     def readinto(self, b: Any) -> int:
@@ -129,6 +218,7 @@ class TraceStream:
     header_keys: list[str] = field(default_factory=list)
     trailer_keys: list[str] = field(default_factory=list)
     decompressed_bytes: int = 0
+    trailer_offset: int | None = None  # where the ``]`` closing traceEvents is, if found
 
 
 def _parse_header(path: Path, head: bytes, backend: Any) -> tuple[dict[str, Any], bool]:
@@ -196,31 +286,44 @@ def _members(text: str, pos: int) -> dict[str, Any] | None:
         return None
 
 
-def _parse_trailer(tail: bytes) -> dict[str, Any]:
+def _parse_trailer(tail: bytes) -> tuple[dict[str, Any], int | None]:
     """Keys after the ``traceEvents`` array, found in the document's last bytes.
 
+    Returns the keys and how many bytes from the ``]`` that closes
+    ``traceEvents`` to the end of the document (None when not found).
     Candidates are the ``]`` of the kept tail, tried in order: the first one
     followed by ``}`` (end of document) or by ``, "key": value, ... }`` closes
     ``traceEvents``. An earlier ``]`` sits inside an event and fails at that
     event's end; a later one would close an array inside the trailer. Each
     attempt stops at its first mismatch, so the scan is linear in practice.
     """
+    while tail and 0x80 <= tail[0] < 0xC0:  # start at a character boundary
+        tail = tail[1:]
     text = tail.decode("utf-8", errors="replace").rstrip()
     if not text.endswith("}"):
-        return {}
+        return {}, None
+    trailing_ws = len(tail) - len(tail.rstrip())
     for match in _CANDIDATE.finditer(text):
+        size = len(text[match.start() :].encode("utf-8")) + trailing_ws
         if match.group(1) == "}":
             if match.end() == len(text):
-                return {}
+                return {}, size
             continue
         found = _members(text, match.end())
         if found is not None and "traceEvents" not in found:  # else: a header-side "]"
-            return found
-    return {}
+            return found, size
+    return {}, None
 
 
-def open_trace(path: Path) -> tuple[TraceStream, _Tee]:
-    """Open a trace for streaming; see :class:`TraceStream`.
+def open_trace(
+    path: Path, *, start_at: int | None = None, stop_at: int | None = None
+) -> tuple[TraceStream, _Tee]:
+    """Open a trace (or one part of it) for streaming; see :class:`TraceStream`.
+
+    With ``start_at``/``stop_at`` (decompressed offsets), only the events
+    between the first event separators found at or after them are read (see
+    :class:`_Tee`); a part that does not start at 0 has no header, one that
+    stops early has no trailer.
 
     Raises
     ------
@@ -234,7 +337,7 @@ def open_trace(path: Path) -> tuple[TraceStream, _Tee]:
         inner = _open_decompressed(path)
     except OSError as exc:
         raise TraceFormatError(path, f"cannot open: {exc.strerror or exc}") from exc
-    tee = _Tee(inner, path)
+    tee = _Tee(inner, path, start_at=start_at, stop_at=stop_at)
     stream = TraceStream(path=path, events=iter(()))
     stream.events = _events(path, tee, backend, stream)
     return stream, tee
@@ -245,6 +348,9 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
     # Peek at the first bytes: a top-level array is the bare Chrome "JSON Array Format".
     first = buffered.peek(64)
     if not first.strip():
+        if tee.start_at is not None:
+            tee.close()
+            return  # a part that starts after the last separator: no events
         if tee.offset == 0:
             raise TraceFormatError(path, "empty file")
     is_array = first.lstrip()[:1] == b"["
@@ -275,14 +381,20 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
         tee.close()
     if is_array:
         return
-    meta, found = _parse_header(path, bytes(tee.head), backend)
-    stream.header_keys = list(meta)
-    if not found:
-        keys = ", ".join(list(meta)[:8]) or "none"
-        raise NotKinetoTraceError(
-            path, f"not a Kineto trace: no traceEvents array (top-level keys: {keys})"
-        )
-    trailer = _parse_trailer(tee.tail()) if n else {}
+    meta: dict[str, Any] = {}
+    if tee.start_at is None:
+        meta, found = _parse_header(path, bytes(tee.head), backend)
+        stream.header_keys = list(meta)
+        if not found:
+            keys = ", ".join(list(meta)[:8]) or "none"
+            raise NotKinetoTraceError(
+                path, f"not a Kineto trace: no traceEvents array (top-level keys: {keys})"
+            )
+    trailer: dict[str, Any] = {}
+    if n and tee.reached_eof:
+        trailer, size = _parse_trailer(tee.tail())
+        if size is not None:
+            stream.trailer_offset = tee.offset - size
     stream.trailer_keys = list(trailer)
     meta.update(trailer)
     stream.metadata = meta

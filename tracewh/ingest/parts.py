@@ -1,0 +1,175 @@
+"""Stage a whole trace, in one part or in several processes in parallel.
+
+Splitting one file: every part decompresses the file from its start
+(decompression is an order of magnitude faster than parsing) and parses only
+its share. Part ``k`` starts after the first event separator (``}`` ``,`` ``{``)
+found at or after ``k * size / n`` and stops after the first one found at or
+after ``(k + 1) * size / n``; the two parts sharing a boundary find the same
+separator because they scan the same bytes. A byte search may find a
+separator inside a string or a nested object; the part that ends there then
+fails to parse (its document ``... }]}`` is invalid), and so does a cut in the
+header or trailer (checked against where ``traceEvents`` ends). On any failure
+the whole file is staged again in one part, so errors are always reported as
+the plain sequential parse reports them. ``size`` comes from the gzip trailer
+(ISIZE, the size modulo 2**32) or the file size; when unsure, no split.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import shutil
+import struct
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracewh.ingest.reader import _open_decompressed
+from tracewh.ingest.shred import PartResult, stage_part
+
+#: Files smaller than this (decompressed) are never split.
+MIN_SPLIT_BYTES = 16 << 20
+
+
+@dataclass
+class Staged:
+    """A staged trace: part databases with their event-index offsets."""
+
+    parts: list[tuple[str, int]]  # (database file, offset of its first event_index)
+    events: int
+    anomalies: Counter[str] = field(default_factory=Counter)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    decompressed_bytes: int = 0
+
+
+def decompressed_size(path: Path) -> int | None:
+    """Size of the decompressed document, or None when it cannot be known cheaply."""
+    with path.open("rb") as f:
+        magic = f.read(2)
+        if magic != b"\x1f\x8b":
+            return path.stat().st_size
+        size = f.seek(0, 2)
+        if size < 18:
+            return None
+        f.seek(size - 4)
+        isize = int(struct.unpack("<I", f.read(4))[0])
+    # ISIZE is modulo 2**32: trust it only where gzip's compression ratio makes it plausible
+    if size >= (1 << 32) // 64 or isize < size:
+        return None
+    return isize
+
+
+def _splittable(path: Path) -> bool:
+    """Whether the document is an object (the only layout parts know how to cut)."""
+    try:
+        with _open_decompressed(path) as f:
+            return f.read(4096).lstrip()[:1] == b"{"
+    except (OSError, EOFError):
+        return False
+
+
+def _boundaries(path: Path, parts: int, min_bytes: int) -> list[int] | None:
+    if parts <= 1:
+        return None
+    size = decompressed_size(path)
+    if size is None or size < max(min_bytes, 1) or not _splittable(path):
+        return None
+    return [size * k // parts for k in range(1, parts)]
+
+
+def _stage_worker(kwargs: dict[str, Any]) -> PartResult:
+    """Process-pool entry: stage one part; errors come back as text, never raised."""
+    try:
+        return stage_part(**kwargs)
+    except Exception as exc:  # any failure means: fall back to the sequential parse
+        return PartResult(part=kwargs["part"], db="", error=f"{type(exc).__name__}: {exc}")
+
+
+def _consistent(results: list[PartResult], cuts: list[int]) -> bool:
+    """Every part parsed, and every cut lies inside ``traceEvents``."""
+    if any(r.error for r in results):
+        return False
+    last = next((r for r in results if r.reached_eof), None)
+    if last is None or results[0].events == 0:
+        return False
+    for r, nxt in itertools.pairwise(results):
+        if r.cut_offset is None:
+            # stopped at EOF: every later part must be empty
+            return all(x.events == 0 for x in results[r.part + 1 :])
+        if last.trailer_offset is not None and r.cut_offset >= last.trailer_offset:
+            return False
+        if nxt.start_offset is None or not 0 < nxt.start_offset - r.cut_offset < 256:
+            return False  # the next part did not start at the separator this one stopped at
+    return True
+
+
+def stage_file(
+    path: Path,
+    folder: Path,
+    *,
+    parts: int = 1,
+    skip_python: bool = False,
+    memory_limit: str = "128MB",
+    min_split_bytes: int = MIN_SPLIT_BYTES,
+) -> Staged:
+    """Stage ``path`` into ``folder`` (see the module docstring).
+
+    Raises :class:`~tracewh.errors.TraceFormatError` for an unreadable trace.
+    """
+    cuts = _boundaries(path, parts, min_split_bytes)
+    if cuts is not None:
+        staged = _stage_parallel(path, folder, cuts, skip_python, memory_limit)
+        if staged is not None:
+            return staged
+    seq = folder / "seq"
+    seq.mkdir()
+    r = stage_part(path, seq, skip_python=skip_python, memory_limit=memory_limit)
+    return Staged(
+        parts=[(r.db, 0)],
+        events=r.events,
+        anomalies=Counter(r.anomalies),
+        metadata=r.metadata,
+        decompressed_bytes=r.decompressed_bytes,
+    )
+
+
+def _stage_parallel(
+    path: Path, folder: Path, cuts: list[int], skip_python: bool, memory_limit: str
+) -> Staged | None:
+    n = len(cuts) + 1
+    bounds = [None, *cuts, None]
+    jobs: list[dict[str, Any]] = []
+    for k in range(n):
+        sub = folder / f"p{k}"
+        sub.mkdir()
+        jobs.append(
+            dict(path=path, folder=sub, part=k, start_at=bounds[k], stop_at=bounds[k + 1],
+                 skip_python=skip_python, memory_limit=memory_limit)
+        )
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx) as pool:
+        futures = [pool.submit(_stage_worker, job) for job in jobs[1:]]
+        first = _stage_worker(jobs[0])  # this process parses the first part meanwhile
+        try:
+            results = [first, *(f.result() for f in futures)]
+        except Exception:  # a worker died (killed, out of memory): parse sequentially
+            results = []
+    if not results or not _consistent(results, cuts):
+        for k in range(n):
+            shutil.rmtree(folder / f"p{k}", ignore_errors=True)
+        return None
+    offsets, total = [], 0
+    anomalies: Counter[str] = Counter()
+    for r in results:
+        offsets.append((r.db, total))
+        total += r.events
+        anomalies.update(r.anomalies)
+    meta = dict(results[0].metadata)
+    last = next(r for r in results if r.reached_eof)
+    meta.update(last.metadata)
+    return Staged(
+        parts=offsets, events=total, anomalies=anomalies, metadata=meta,
+        decompressed_bytes=last.decompressed_bytes,
+    )

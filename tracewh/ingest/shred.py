@@ -1,0 +1,191 @@
+"""Stage one part of a trace into a DuckDB database file, fast.
+
+The parse (ijson's C backend) is the floor; on top of it each event gets only
+the small fix-up of :func:`tracewh.ingest.rows.prepare_events`. Batches of
+fixed-up events are encoded with orjson into a chunk file (a JSON array);
+every ``chunk_events`` events the chunk is handed to a background thread in
+which DuckDB (C++, without the GIL) types and routes it into the staging
+tables of ``sql/ingest/00_stage_tables.sql``. At most one chunk is being
+shredded while the next is written, so memory and scratch disk are bounded by
+the chunk size, never by the file size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+
+import duckdb
+import orjson
+
+from tracewh.db import SQL_DIR
+from tracewh.ingest.reader import open_trace
+from tracewh.ingest.rows import prepare_events
+from tracewh.schema import GPU_OP_CATEGORIES
+
+INGEST_SQL = SQL_DIR / "ingest"
+
+
+@dataclass
+class PartResult:
+    """What staging one part of a trace produced (picklable, returned by workers)."""
+
+    part: int
+    db: str
+    events: int = 0
+    anomalies: dict[str, int] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    start_offset: int | None = None
+    cut_offset: int | None = None
+    reached_eof: bool = False
+    trailer_offset: int | None = None
+    decompressed_bytes: int = 0
+    error: str | None = None
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _encode(rows: list[dict[str, Any]]) -> bytes:
+    """``[...]`` of the rows; stdlib json where orjson refuses (ints beyond 64 bits)."""
+    try:
+        return orjson.dumps(rows, default=_default)
+    except (orjson.JSONEncodeError, TypeError):
+        text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True, default=_default)
+        return text.encode("ascii")
+
+
+class _Chunks:
+    """Encoded batches -> chunk files -> DuckDB, one chunk in flight at a time."""
+
+    def __init__(self, con: Any, folder: Path, *, chunk_events: int) -> None:
+        self._con = con
+        self._folder = folder
+        self._chunk_events = chunk_events
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracewh-shred")
+        self._pending: Future[None] | None = None
+        self._file: IO[bytes] | None = None
+        self._path: Path | None = None
+        self._n = 0
+        self._seq = 0
+        self._chunk_sql = (INGEST_SQL / "01_chunk.sql").read_text(encoding="utf-8")
+        self._shred_sql = (INGEST_SQL / "02_shred.sql").read_text(encoding="utf-8")
+
+    def __call__(self, rows: list[dict[str, Any]]) -> None:
+        data = _encode(rows)
+        if self._file is None:
+            self._path = self._folder / f"chunk-{self._seq:06d}.json"
+            self._seq += 1
+            self._file = self._path.open("wb", buffering=1 << 20)
+            self._file.write(b"[")
+        else:
+            self._file.write(b",")
+        self._file.write(data[1:-1])
+        self._n += len(rows)
+        if self._n >= self._chunk_events:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self._file is None or self._path is None:
+            return
+        self._file.write(b"]")
+        self._file.close()
+        path, self._file, self._path, self._n = self._path, None, None, 0
+        self._wait()
+        self._pending = self._pool.submit(self._shred, path)
+
+    def _shred(self, path: Path) -> None:
+        try:
+            self._con.execute(self._chunk_sql, {"file": str(path)})
+            self._con.execute(self._shred_sql)
+            self._con.execute("DROP TABLE c")
+        finally:
+            path.unlink(missing_ok=True)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def finish(self) -> None:
+        self._submit()
+        self._wait()
+        self._pool.shutdown()
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        with contextlib.suppress(Exception):  # the part failed already; folder discarded
+            self._wait()
+        self._pool.shutdown()
+
+
+def connect_part(db: Path, *, memory_limit: str) -> Any:
+    """A DuckDB connection on a part's staging database, tables and macros created."""
+    con = duckdb.connect(
+        str(db),
+        config={"memory_limit": memory_limit, "threads": 1, "preserve_insertion_order": False},
+    )
+    tmp = db.parent / f"{db.stem}_tmp"
+    tmp.mkdir(exist_ok=True)
+    con.execute("SET temp_directory = ?", [str(tmp)])
+    con.execute((INGEST_SQL / "00_stage_tables.sql").read_text(encoding="utf-8"))
+    con.executemany("INSERT INTO t_gpu_cats VALUES (?)", [[c] for c in sorted(GPU_OP_CATEGORIES)])
+    return con
+
+
+def stage_part(
+    path: Path,
+    folder: Path,
+    *,
+    part: int = 0,
+    start_at: int | None = None,
+    stop_at: int | None = None,
+    skip_python: bool = False,
+    memory_limit: str = "128MB",
+    chunk_events: int = 65_536,
+) -> PartResult:
+    """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``.
+
+    Raises :class:`~tracewh.errors.TraceFormatError` for an unreadable part.
+    """
+    db = folder / f"part-{part:03d}.duckdb"
+    anomalies: Counter[str] = Counter()
+    stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
+    con = connect_part(db, memory_limit=memory_limit)
+    sink = _Chunks(con, folder, chunk_events=chunk_events)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # events are acyclic; the collector only slows the parse down
+    try:
+        n = prepare_events(stream.events, sink, skip_python=skip_python, anomalies=anomalies)
+        sink.finish()
+        con.execute("CHECKPOINT")
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        con.close()
+    return PartResult(
+        part=part,
+        db=str(db),
+        events=n,
+        anomalies=dict(anomalies),
+        metadata=stream.metadata,
+        start_offset=tee.start_offset,
+        cut_offset=tee.cut_offset,
+        reached_eof=tee.reached_eof,
+        trailer_offset=stream.trailer_offset,
+        decompressed_bytes=stream.decompressed_bytes,
+    )
