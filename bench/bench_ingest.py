@@ -1,0 +1,160 @@
+"""Ingest throughput vs the bare ijson parse, peak memory, Parquet vs gzip bytes, --jobs scaling.
+
+``python -m bench.bench_ingest [--sizes 250MB,1GB] [--files 20] [--no-files]``
+
+For each size, a synthetic trace (cached under ``data/bench/``) is measured side
+by side, each measurement in a fresh subprocess: the bare parse
+``deque(ijson.items(gzip_file, "traceEvents.item"), maxlen=0)``, then
+``ingest_file`` with ``parts=1`` and ``parts=2``. The ratio is throughput
+ingest / ijson (= ijson seconds / ingest seconds; the target is >= 0.7). Peak RSS
+is reported for the ingesting process and for its largest child (the second
+parsing process of ``parts=2``). The many-files part ingests small traces with a
+process pool of 1 then 2 workers (the ``--jobs`` driver's shape).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data" / "bench"
+
+
+def _trace(size: str) -> Path:
+    from tracewh.synth import SynthConfig, parse_size, write_trace
+
+    path = DATA / f"synth-{size.lower()}.pt.trace.json.gz"
+    if not path.exists():
+        print(f"generating {path} ...", flush=True)
+        write_trace(path, SynthConfig(size_bytes=parse_size(size), seed=1))
+    return path
+
+
+def _child(mode: str, path: Path, parts: int) -> dict[str, float]:
+    """Run in a fresh interpreter: one measurement, as JSON on stdout."""
+    out: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if mode == "ijson":
+        import gzip
+        from collections import deque
+
+        import ijson
+
+        with gzip.open(path, "rb") as f:
+            deque(ijson.items(f, "traceEvents.item"), maxlen=0)
+    else:
+        from tracewh.ingest.pipeline import IngestOptions, ingest_file
+        from tracewh.store import Store
+
+        with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+            store = Store(Path(tmp) / "wh")
+            store.create()
+            t0 = time.perf_counter()
+            result = ingest_file(store, path, IngestOptions(parts=parts))
+            out["seconds"] = time.perf_counter() - t0
+            if result.outcome != "ingested":
+                raise SystemExit(f"ingest failed: {result.error}")
+            out["events"] = result.events
+            out["parquet_bytes"] = sum(
+                p.stat().st_size for p in (Path(tmp) / "wh" / "tables").rglob("*.parquet")
+            )
+    out.setdefault("seconds", time.perf_counter() - t0)
+    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["child_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return out
+
+
+def _measure(mode: str, path: Path, parts: int = 1) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "bench.bench_ingest", "--child", mode, str(path), str(parts)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _sizes(sizes: list[str]) -> None:
+    head = (f"{'trace':>7} {'gzip MB':>8} {'events':>9} {'ijson s':>8} | {'parts':>5} "
+            f"{'ingest s':>9} {'ratio':>6} {'RSS MB':>7} {'child MB':>8} {'parquet MB':>10} "
+            f"{'pq/gz':>6}")
+    print(head)
+    print("-" * len(head))
+    for size in sizes:
+        path = _trace(size)
+        gz = path.stat().st_size
+        bare = _measure("ijson", path)
+        for parts in (1, 2):
+            r = _measure("ingest", path, parts)
+            print(f"{size:>7} {gz / 1e6:8.1f} {int(r['events']):9d} {bare['seconds']:8.2f} | "
+                  f"{parts:5d} {r['seconds']:9.2f} {bare['seconds'] / r['seconds']:6.2f} "
+                  f"{r['rss_mb']:7.0f} {r['child_rss_mb']:8.0f} {r['parquet_bytes'] / 1e6:10.1f} "
+                  f"{r['parquet_bytes'] / gz:6.2f}", flush=True)
+
+
+def _warm(_: int) -> None:
+    import tracewh.ingest.pipeline  # noqa: F401 - imports only
+
+
+def _ingest_one(args: tuple[str, str]) -> str:
+    from tracewh.ingest.pipeline import IngestOptions, ingest_file
+    from tracewh.store import Store
+
+    root, trace = args
+    return ingest_file(Store(Path(root)), Path(trace), IngestOptions()).outcome
+
+
+def _files(n: int) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from tracewh.store import Store
+    from tracewh.synth import SynthConfig, write_trace
+
+    folder = DATA / f"files-{n}"
+    traces = []
+    for i in range(n):
+        p = folder / f"rank-{i}.pt.trace.json.gz"
+        if not p.exists():
+            write_trace(p, SynthConfig(steps=3, seed=100 + i))
+        traces.append(str(p))
+    seconds = {}
+    for jobs in (1, 2):
+        with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+            store = Store(Path(tmp) / "wh")
+            store.create()
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                list(pool.map(_warm, range(jobs)))  # start the workers and import
+                t0 = time.perf_counter()
+                outcomes = list(pool.map(_ingest_one, [(str(store.root), t) for t in traces]))
+                seconds[jobs] = time.perf_counter() - t0
+            assert outcomes.count("ingested") == n, outcomes
+    mb = sum(Path(t).stat().st_size for t in traces) / 1e6
+    print(f"\n{n} files ({mb:.1f} MB gzip): --jobs 1 {seconds[1]:.2f} s, --jobs 2 {seconds[2]:.2f} s, "
+          f"speed-up {seconds[1] / seconds[2]:.2f}x (target >= 1.7)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.bench_ingest")
+    ap.add_argument("--sizes", default="250MB,1GB")
+    ap.add_argument("--files", type=int, default=20)
+    ap.add_argument("--no-files", action="store_true")
+    ap.add_argument("--child", nargs=3, metavar=("MODE", "PATH", "PARTS"))
+    ns = ap.parse_args(argv if argv is not None else [])
+    if ns.child:
+        mode, path, parts = ns.child
+        print(json.dumps(_child(mode, Path(path), int(parts))))
+        return
+    DATA.mkdir(parents=True, exist_ok=True)
+    _sizes([s.strip() for s in ns.sizes.split(",") if s.strip()])
+    if not ns.no_files:
+        _files(ns.files)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
