@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 
 from tracewh import history as _hist
-from tracewh.db import connect_tables
+from tracewh.db import apply_sql, connect_tables, create_raw_relations, create_visible_views
 from tracewh.errors import (
     EmptyWarehouseError,
     QueryError,
@@ -57,12 +57,20 @@ class Warehouse:
     Parameters
     ----------
     root
-        The warehouse directory (created by the first ingest).
+        The warehouse directory, or an object-store URL such as
+        ``s3://bucket/prefix`` (created by the first ingest).
+    storage_options
+        Object-store settings (``aws_endpoint_url``, ``aws_region``,
+        ``aws_allow_http``, credentials...) for delta-rs, Polars and the fsspec
+        file system DuckDB reads through; empty: the standard ``AWS_*``
+        environment, as each client reads it.
     """
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.store = Store(self.root)
+    def __init__(
+        self, root: str | Path, *, storage_options: Mapping[str, str] | None = None
+    ) -> None:
+        self.store = Store(root, storage_options=dict(storage_options or {}))
+        self.root: Path | str = self.store.root
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.root)!r})"
@@ -125,7 +133,7 @@ class Warehouse:
         if not files.get("runs"):
             raise EmptyWarehouseError(self.root)
         try:
-            return connect_tables(files=files)
+            return self._connect_files(files)
         except duckdb.Error as exc:
             raise WarehouseError(
                 self.root, f"cannot open the tables ({_first_line(exc)}); run `tracewh verify`"
@@ -154,21 +162,43 @@ class Warehouse:
         files = self.store.table("runs").file_uris()
         if not files:
             raise EmptyWarehouseError(self.root)
-        con = connect_tables(files={"runs": files}, apply=False)
+        con = self._connect_files({"runs": files}, apply=False)
         try:
             return _run(con, query, params)
         finally:
             con.close()
+
+    def _connect_files(
+        self, files: Mapping[str, Sequence[str]], *, apply: bool = True
+    ) -> duckdb.DuckDBPyConnection:
+        """DuckDB over snapshot files; on an object store it reads them through fsspec."""
+        if not self.store.remote:
+            return connect_tables(files=files, apply=apply)
+        con = duckdb.connect()
+        try:
+            con.execute("SET parquet_metadata_cache = true")
+            con.register_filesystem(self.store.filesystem())
+            create_raw_relations(con, files)
+            create_visible_views(con)
+            if apply:
+                apply_sql(con)
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def scan(self, table: str) -> pl.LazyFrame:
         """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""
         if table not in TABLES:
             raise UsageError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
         self.store.require()
-        frame = pl.scan_delta(self.store.table_uri(table))
+        opts = self.store.options
+        frame = pl.scan_delta(self.store.table_uri(table), storage_options=opts)
         if not TABLES[table].is_run_child:
             return frame
-        runs = pl.scan_delta(self.store.table_uri("runs")).select("run_id", "ingest_id")
+        runs = pl.scan_delta(self.store.table_uri("runs"), storage_options=opts).select(
+            "run_id", "ingest_id"
+        )
         return frame.join(runs, on=["run_id", "ingest_id"], how="semi")
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:

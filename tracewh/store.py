@@ -7,33 +7,47 @@ the ``runs`` row last; readers only see child rows whose ``(run_id, ingest_id)``
 is in ``runs``. Leftovers of a crashed ingest are invisible and are removed by
 :meth:`Store.cleanup_orphans`.
 
+The root is a directory or an object-store URL (``s3://bucket/prefix``, any
+URL delta-rs supports). On an object store there is no lock service: commits
+rely on the store's conditional put (delta-rs's default on S3), a ``runs`` row
+is inserted only if no concurrent commit wrote the same ``run_id`` (a
+conditional overwrite, :class:`DuplicateRunError` otherwise), staging and
+fcntl locks live in a local scratch folder of the ingesting machine, and a live
+ingest keeps a lease object ``<root>/_leases/ingest-<id>`` fresh (its leftovers
+are orphans once the lease is older than ``lease_s``).
+
 Layout::
 
     <root>/tables/<table>/_delta_log/...        Delta commit log
     <root>/tables/<table>/day=YYYY-MM-DD/*.parquet
     <root>/_staging/<ingest_id>/                 private scratch of one ingest
     <root>/_locks/                               advisory locks (fcntl)
+    <root>/_leases/ingest-<id>                   object stores: live-ingest leases
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from tracewh.errors import WarehouseError, WarehouseNotFoundError
+from tracewh.errors import BackendError, WarehouseError, WarehouseNotFoundError
 from tracewh.schema import TABLES
 
 ReaderFactory = Callable[[], pa.RecordBatchReader | pa.Table]
@@ -59,42 +73,107 @@ def _as_os_error(table: str, exc: Exception) -> OSError | None:
     return OSError(int(found.group(1)), f"cannot write table {table}: {text[:300]}")
 
 
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_RUN_ID = re.compile(r"^[0-9a-f]{1,64}$")
+
+
+def is_url(root: str | Path) -> bool:
+    """Whether ``root`` is an object-store URL (``s3://...``) rather than a local path."""
+    return isinstance(root, str) and bool(_URL.match(root)) and not root.startswith("file://")
+
+
+class DuplicateRunError(WarehouseError):
+    """A concurrent ingest committed the same run first (object stores only)."""
+
+    def __init__(self, root: Path | str, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(root, f"run {run_id} was committed by a concurrent ingest")
+
+
 @dataclass(frozen=True)
 class Store:
-    """A warehouse on the local file system.
+    """A warehouse: a local directory, or an object-store URL.
 
     Parameters
     ----------
     root
-        The warehouse directory. Created by :meth:`create`.
+        The warehouse directory, or a URL such as ``s3://bucket/prefix``.
+        Created by :meth:`create`.
+    storage_options
+        Object-store settings for delta-rs (``aws_endpoint_url``,
+        ``aws_region``, ``aws_allow_http``, credentials...); empty: the
+        standard environment (``AWS_*``) as each client reads it.
+    lease_s
+        Object stores: an ingest whose lease is older than this is dead.
+    scratch
+        Object stores: the local folder for staging and locks (default: one
+        per warehouse URL in the system temp directory).
     """
 
-    root: Path
+    root: Path | str
+    storage_options: Mapping[str, str] = field(default_factory=dict, hash=False)
+    lease_s: float = 600.0
+    scratch: Path | None = None
+
+    def __post_init__(self) -> None:
+        root = self.root
+        object.__setattr__(
+            self, "root", root.rstrip("/") if isinstance(root, str) and is_url(root) else Path(root)
+        )
 
     # ----------------------------------------------------------------- paths
     @property
+    def remote(self) -> bool:
+        """Whether the warehouse is on an object store."""
+        return isinstance(self.root, str)
+
+    @property
+    def local_dir(self) -> Path:
+        """Where staging and locks live: the root, or a local scratch folder."""
+        if isinstance(self.root, Path):
+            return self.root
+        if self.scratch is not None:
+            return self.scratch
+        digest = hashlib.sha1(self.root.encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"tracewh-{digest}"
+
+    @property
     def tables_dir(self) -> Path:
-        return self.root / "tables"
+        return Path(self.root) / "tables"
 
     @property
     def staging_root(self) -> Path:
-        return self.root / "_staging"
+        return self.local_dir / "_staging"
 
     @property
     def locks_dir(self) -> Path:
-        return self.root / "_locks"
+        return self.local_dir / "_locks"
+
+    @property
+    def options(self) -> dict[str, str] | None:
+        """``storage_options`` for delta-rs and Polars (None when empty)."""
+        return dict(self.storage_options) or None
 
     def table_uri(self, name: str) -> str:
-        """Location of a table (a path today; an object-store URL later)."""
+        """Location of a table: a path, or a URL on an object store."""
+        if isinstance(self.root, str):
+            return f"{self.root}/tables/{name}"
         return str(self.tables_dir / name)
 
     def exists(self) -> bool:
         """Whether the warehouse has been created."""
+        if self.remote:
+            try:
+                return DeltaTable.is_deltatable(self.table_uri("runs"), self.options)
+            except (DeltaError, OSError) as exc:
+                raise WarehouseError(self.root, f"cannot reach the object store: {exc}") from exc
         return (self.tables_dir / "runs" / "_delta_log").is_dir()
 
     def require(self) -> None:
         """Raise :class:`WarehouseNotFoundError` unless the warehouse exists."""
-        if not self.root.exists():
+        if self.remote and not self.exists():
+            raise WarehouseNotFoundError(self.root)
+        if not self.remote and not Path(self.root).exists():
             raise WarehouseNotFoundError(self.root)
         if not self.exists():
             raise WarehouseError(self.root, "is not a tracewh warehouse (no tables/runs)")
@@ -103,16 +182,18 @@ class Store:
     def create(self) -> None:
         """Create the directory layout and every (empty) table; idempotent, race-safe."""
         try:
-            for d in (self.tables_dir, self.staging_root, self.locks_dir):
+            for d in (self.staging_root, self.locks_dir) if self.remote else (
+                self.tables_dir, self.staging_root, self.locks_dir
+            ):
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(self.root, f"cannot create: {exc.strerror or exc}") from exc
         for name, spec in TABLES.items():
             uri = self.table_uri(name)
-            if DeltaTable.is_deltatable(uri):
+            if DeltaTable.is_deltatable(uri, self.options):
                 continue
             with self.lock(f"create-{name}"):
-                if DeltaTable.is_deltatable(uri):
+                if DeltaTable.is_deltatable(uri, self.options):
                     continue
                 try:
                     DeltaTable.create(
@@ -122,16 +203,17 @@ class Store:
                         partition_by=list(spec.partition_by) or None,
                         name=name,
                         description=spec.doc,
+                        storage_options=self.options,
                     )
                 except (DeltaError, OSError) as exc:
-                    if not DeltaTable.is_deltatable(uri):
+                    if not DeltaTable.is_deltatable(uri, self.options):
                         raise WarehouseError(self.root, f"cannot create table {name}: {exc}") from exc
 
     # ----------------------------------------------------------------- reads
     def table(self, name: str, *, version: int | None = None) -> DeltaTable:
         """Open a table at its latest (or a given) version."""
         try:
-            return DeltaTable(self.table_uri(name), version=version)
+            return DeltaTable(self.table_uri(name), version=version, storage_options=self.options)
         except TableNotFoundError as exc:
             raise WarehouseError(self.root, f"table {name} is missing") from exc
 
@@ -185,6 +267,9 @@ class Store:
         """
         spec = TABLES[name]
         uri = self.table_uri(name)
+        if self.remote and name == "runs" and not replace_predicate:
+            self._insert_runs(data)
+            return
         for attempt in range(_COMMIT_RETRIES):
             source = data().cast(spec.schema)
             partition_by = list(spec.partition_by) or None
@@ -193,11 +278,13 @@ class Store:
                     write_deltalake(
                         uri, source, mode="overwrite", predicate=replace_predicate,
                         partition_by=partition_by, writer_properties=writer_properties(),
+                        storage_options=self.options,
                     )
                 else:
                     write_deltalake(
                         uri, source, mode="append",
                         partition_by=partition_by, writer_properties=writer_properties(),
+                        storage_options=self.options,
                     )
                 return
             except CommitFailedError:
@@ -211,6 +298,36 @@ class Store:
                 if os_error is None:
                     raise
                 raise os_error from exc
+
+    def _insert_runs(self, data: ReaderFactory) -> None:
+        """Insert ``runs`` rows unless a concurrent commit wrote one of their run_ids.
+
+        Without a lock service, the insert is an overwrite of ``run_id = X`` on
+        a snapshot checked not to hold X: delta-rs rejects it when a commit
+        after that snapshot added an X row, and the retry then finds X.
+        """
+        for attempt in range(_COMMIT_RETRIES):
+            source = pa.table(data()).cast(TABLES["runs"].schema)
+            ids = sorted({str(r) for r in source.column("run_id").to_pylist()})
+            if not all(_RUN_ID.match(r) for r in ids):
+                raise WarehouseError(self.root, f"not a run id in {ids!r}")
+            snapshot = self.table("runs")
+            found = snapshot.to_pyarrow_dataset().to_table(
+                filter=pc.field("run_id").isin(ids), columns=["run_id"]
+            )
+            if found.num_rows:
+                raise DuplicateRunError(self.root, str(found.column("run_id")[0]))
+            try:
+                write_deltalake(
+                    snapshot, source, mode="overwrite",
+                    predicate=" OR ".join(f"run_id = '{r}'" for r in ids),
+                    writer_properties=writer_properties(),
+                )
+                return
+            except CommitFailedError:
+                if attempt == _COMMIT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def compact_small(self, name: str, *, max_files: int = 8) -> bool:
         """Merge a table's files when it has more than ``max_files`` (best effort).
@@ -246,7 +363,18 @@ class Store:
 
         Yields True when held. With ``blocking=False`` yields False at once if
         another process holds it. The lock dies with its process (kill -9 safe).
+        On an object store the lock is local to this machine; an ``ingest-*``
+        lock also holds a lease in the store, refreshed while held.
         """
+        with self._local_lock(key, blocking=blocking) as held:
+            if not (held and self.remote and key.startswith("ingest-")):
+                yield held
+                return
+            with self._lease(key):
+                yield True
+
+    @contextlib.contextmanager
+    def _local_lock(self, key: str, *, blocking: bool = True) -> Iterator[bool]:
         self.locks_dir.mkdir(parents=True, exist_ok=True)
         path = self.locks_dir / f"{key}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -266,11 +394,74 @@ class Store:
             os.close(fd)
 
     def is_locked(self, key: str) -> bool:
-        """Whether some live process holds lock ``key``."""
+        """Whether some live process holds lock ``key`` (object stores: a fresh lease)."""
+        if self._locked_here(key):
+            return True
+        return self.remote and key.startswith("ingest-") and self._lease_live(key)
+
+    def _locked_here(self, key: str) -> bool:
         if not (self.locks_dir / f"{key}.lock").exists():
             return False
-        with self.lock(key, blocking=False) as held:
+        with self._local_lock(key, blocking=False) as held:
             return not held
+
+    # ---------------------------------------------------------------- leases
+    def filesystem(self) -> Any:
+        """An fsspec file system for the object store (s3fs for ``s3://``)."""
+        scheme = str(self.root).split("://", 1)[0].lower()
+        try:
+            import fsspec
+
+            if scheme not in ("s3", "s3a"):
+                return fsspec.filesystem(scheme)
+            opts = {k.lower().removeprefix("aws_"): v for k, v in self.storage_options.items()}
+            client: dict[str, Any] = {}
+            if opts.get("region") or opts.get("default_region"):
+                client["region_name"] = opts.get("region") or opts.get("default_region")
+            return fsspec.filesystem(
+                "s3",
+                key=opts.get("access_key_id"),
+                secret=opts.get("secret_access_key"),
+                token=opts.get("session_token") or opts.get("token"),
+                endpoint_url=opts.get("endpoint_url") or opts.get("endpoint"),
+                client_kwargs=client,
+            )
+        except ImportError as exc:
+            raise BackendError(
+                f"reading {scheme}:// needs an fsspec file system: pip install 'tracewh[s3]' ({exc})"
+            ) from exc
+
+    def _lease_path(self, key: str) -> str:
+        return f"{self.root}/_leases/{key}"
+
+    @contextlib.contextmanager
+    def _lease(self, key: str) -> Iterator[None]:
+        fs = self.filesystem()
+        path = self._lease_path(key)
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.lease_s / 4):
+                with contextlib.suppress(Exception):
+                    fs.pipe_file(path, f"{time.time()}".encode())
+
+        fs.pipe_file(path, f"{time.time()}".encode())
+        beat = threading.Thread(target=renew, name=f"lease-{key}", daemon=True)
+        beat.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            beat.join()
+            with contextlib.suppress(Exception):
+                fs.rm_file(path)
+
+    def _lease_live(self, key: str) -> bool:
+        try:
+            stamp = float(self.filesystem().cat_file(self._lease_path(key)))
+        except (FileNotFoundError, ValueError):
+            return False
+        return time.time() - stamp < self.lease_s
 
     # --------------------------------------------------------------- staging
     def new_staging(self, ingest_id: str) -> Path:
@@ -285,7 +476,7 @@ class Store:
         return [
             p
             for p in sorted(self.staging_root.iterdir())
-            if p.is_dir() and not self.is_locked(f"ingest-{p.name}")
+            if p.is_dir() and not self._locked_here(f"ingest-{p.name}")
         ]
 
     def remove_staging(self, path: Path) -> None:

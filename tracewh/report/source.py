@@ -28,7 +28,7 @@ TIMELINE_MAX_OPS = 4000
 class WarehouseLike(Protocol):
     """The :class:`tracewh.api.Warehouse` methods the report layer calls."""
 
-    root: Path
+    root: Path | str
 
     def resolve_run(self, selector: str = ...) -> Any: ...
 
