@@ -70,11 +70,18 @@ def test_report_replaces_atomically(built: tuple[Path, ReportResult]) -> None:
     assert sorted(p.name for p in out.parent.iterdir()) == ["rep"]  # no temporary left behind
 
 
-def test_report_cli_and_site(small_wh: Warehouse, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--out", str(tmp_path / "r"),
-                                      "--site", str(tmp_path / "s")])
+def test_report_cli(small_wh: Warehouse, alexnet_id: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--run", alexnet_id,
+                                      "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
-    assert "charts" in result.output
+    assert "charts" in result.output and "no data for: steps, ranks" in result.output
+    assert (tmp_path / "r" / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_report_cli_site_of_every_run(small_wh: Warehouse, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--site", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
     site = tmp_path / "s"
     runs = small_wh.runs()["run_id"].to_list()
     pages = ["index.html", "history.html", "diff.html", *(f"run-{r}.html" for r in runs)]
