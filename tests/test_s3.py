@@ -137,6 +137,7 @@ def _start(url: str, opts: dict[str, str], paths: list[Path]) -> subprocess.Pope
     )
 
 
+@pytest.mark.slow
 def test_ingest_and_query_in_place(
     s3: dict[str, str], traces: list[Path], local_counts: dict[str, Any]
 ) -> None:
@@ -160,10 +161,16 @@ def test_ingest_and_query_in_place(
     assert _counts(wh) == local_counts
 
 
-def test_duplicate_run_insert_is_refused(s3: dict[str, str], traces: list[Path]) -> None:
+def test_ingest_one_query_and_refuse_duplicate(
+    s3: dict[str, str], traces: list[Path], local_counts: dict[str, Any]
+) -> None:
     url = f"s3://{BUCKET}/dup"
     wh = Warehouse(url, storage_options=s3)
     assert wh.ingest(traces[:1]).ok
+    rid = run_id_of(traces[0])
+    assert wh.runs()["run_id"].to_list() == [rid]  # DuckDB through fsspec
+    gpu = wh.scan("gpu_ops").collect()  # Polars on s3://
+    assert gpu.height == local_counts["gpu_ops"][rid]
     row = wh.store.table("runs").to_pyarrow_table()
     with pytest.raises(DuplicateRunError) as info:
         wh.store.append("runs", lambda: row)

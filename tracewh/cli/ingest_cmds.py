@@ -58,6 +58,7 @@ def ingest(
     warehouse: str = warehouse_option(),
     label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label for every run (repeatable)."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Parallel processes."),
+    storage_option: list[str] | None = typer.Option(None, "--storage-option", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
     dask: str | None = typer.Option(None, "--dask", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
     steps: int | None = typer.Option(None, "--steps", help="Keep only the first N ProfilerStep iterations."),
     skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events."),
@@ -78,7 +79,10 @@ def ingest(
             raise UsageError("--dask and --jobs exclude each other (Dask sets the parallelism)")
         executor = build_executor(dask=dask)
         labels = parse_labels(label)
-        wh = Warehouse(warehouse)
+        if any("=" not in o or not o.partition("=")[0].strip() for o in storage_option or []):
+            raise UsageError("--storage-option must be KEY=VALUE")
+        options = dict(o.split("=", 1) for o in storage_option or [])
+        wh = Warehouse(warehouse, storage_options=options)
         console = Console(stderr=True, highlight=False)
         show_progress = fmt == "text" and sys.stderr.isatty()
         files, _ = discover(paths)
