@@ -9,6 +9,10 @@
 --          and link_method: correlation id, then ac2g flow, then External id
 -- t_launch one row per linked launch with its innermost enclosing CPU operator
 --          (op_index) and its ProfilerStep number (step)
+-- t_op     one row per CPU operator enclosing a launch: name, times, input dims
+-- t_gpu_place one row per GPU op: launch_index, link_method, place_ts (launch start
+--          where linked, else its own start)
+-- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
 
 CREATE OR REPLACE TEMP TABLE t_steps AS
 SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
@@ -153,3 +157,23 @@ FROM (SELECT DISTINCT e.cat, e.name FROM s_ev e SEMI JOIN t_gpu0 g USING (event_
 CREATE OR REPLACE TEMP TABLE t_place AS
 SELECT g.event_index, r.ts_ns AS launch_ts_ns
 FROM t_gpu g JOIN t_rt r ON r.event_index = g.launch_index;
+
+-- the CPU operators that enclose a launch (a small build side for 21_out_gpu_ops.sql)
+CREATE OR REPLACE TEMP TABLE t_op AS
+SELECT e.event_index, e.name, e.ts_ns, e.dur_ns, e.external_id,
+       CAST(json_extract(e.args_json, '$."Input Dims"') AS VARCHAR) AS input_dims
+FROM s_ev e
+SEMI JOIN t_launch l ON l.op_index = e.event_index;
+
+-- the place of each GPU op (its launch's start where linked) and its ProfilerStep,
+-- computed on narrow rows so the output query only needs small hash joins
+CREATE OR REPLACE TEMP TABLE t_gpu_place AS
+SELECT g.event_index, g.launch_index, g.link_method, coalesce(r.ts_ns, g0.ts_ns) AS place_ts
+FROM t_gpu g
+JOIN t_gpu0 g0 USING (event_index)
+LEFT JOIN t_rt r ON r.event_index = g.launch_index;
+
+CREATE OR REPLACE TEMP TABLE t_gpu_step AS
+SELECT p.event_index, CASE WHEN p.place_ts < s.ts_ns + s.dur_ns THEN s.step END AS step
+FROM t_gpu_place p
+ASOF LEFT JOIN t_steps s ON p.place_ts >= s.ts_ns;

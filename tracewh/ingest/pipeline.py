@@ -9,7 +9,6 @@ that leaves only invisible rows, removed by :func:`tracewh.ingest.cleanup.cleanu
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import socket
@@ -17,7 +16,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -30,6 +29,7 @@ import pyarrow.compute as pc
 from tracewh import __version__
 from tracewh.db import SQL_DIR
 from tracewh.errors import TraceFormatError, TracewhError
+from tracewh.ingest.commit import copy_and_commit
 from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import dumps
@@ -38,8 +38,6 @@ from tracewh.store import Store
 
 INGEST_SQL = SQL_DIR / "ingest"
 NAMES_SQL = SQL_DIR / "05_names.sql"
-
-_BATCH_ROWS = 65_536
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
 
@@ -364,7 +362,9 @@ def _derive_and_commit(
     for table, sql_file in _OUT_TABLES:
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         used = {k: v for k, v in params.items() if f"${k}" in query}
-        written[table] = _append_query(store, con, table, query, used)
+        written[table] = copy_and_commit(
+            store, con, table, query, used, day=day, run_id=run_id, ingest_id=ingest_id
+        )
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
     cat_counts = {k: n for k, n in con.execute(
@@ -436,37 +436,6 @@ def _derive_and_commit(
         replace_predicate=f"run_id = '{run_id}'" if replace else None,
     )
     return row
-
-
-def _append_query(
-    store: Store, con: Any, table: str, query: str, params: dict[str, Any]
-) -> int:
-    """Append the rows of ``query`` to ``table`` in one commit; the number of rows.
-
-    The rows are counted as they stream by (the query runs once, or again only
-    if the commit is retried); nothing is committed when there are none.
-    """
-    count = [0]
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        count[0] = 0
-        for batch in con.sql(query, params=params).to_arrow_reader(_BATCH_ROWS):
-            count[0] += batch.num_rows
-            yield batch
-
-    first_run = batches()
-    first = next(first_run, None)
-    if first is None:
-        return 0
-    calls = [0]
-
-    def reader() -> pa.RecordBatchReader:
-        calls[0] += 1
-        source = itertools.chain([first], first_run) if calls[0] == 1 else batches()
-        return pa.RecordBatchReader.from_batches(first.schema, source)
-
-    store.append(table, reader)
-    return count[0]
 
 
 def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:
