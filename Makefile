@@ -14,8 +14,10 @@ REPORT_DIR ?= reports
 NIGHTLY_DIR ?=
 TRACES ?= ../shared/traces
 TW := $(BIN)/tracewh
+TORCH_VERSION ?= 2.13.0
+CAPTURE_STAMP := $(VENV)/.capture-installed
 
-.PHONY: help demo test test-all bench lint nightly report-kernels report-history clean
+.PHONY: help venv capture-deps demo test test-all bench lint nightly report report-kernels report-history clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -27,6 +29,16 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP) ## create .venv and install tracewh into it (automatic)
+
+# The CPU build of torch for the tracewh.capture tests (a local wheel on these machines;
+# the capture tests skip when torch is missing).
+$(CAPTURE_STAMP): $(STAMP)
+	@$(BIN)/python -c "import torch" 2>/dev/null || \
+	  $(BIN)/pip install --quiet 'torch==$(TORCH_VERSION)' || \
+	  echo "torch==$(TORCH_VERSION) could not be installed: the tracewh.capture tests will skip"
+	@touch $@
+
+capture-deps: $(CAPTURE_STAMP) ## install the CPU build of torch for tracewh.capture (automatic in make test)
 
 demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kernels, gaps and the regression check
 	@echo "== 1. synthesise 14 nights x 2 ranks into $(DEMO_DIR) (a +30% flash-attention slowdown from 2025-01-10)"
@@ -41,18 +53,20 @@ demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kern
 	$(TW) steps -w $(WAREHOUSE)
 	@echo "== 5. regression check of the latest night against the previous ones (exit 1 = regression)"
 	@$(TW) check -w $(WAREHOUSE) && echo "no regression" || echo "(check exited $$?: the injected regression was found, as expected)"
+	@echo "== 6. report with charts: $(REPORT_DIR)/demo/report.html (opens offline)"
+	$(TW) report -w $(WAREHOUSE) --out $(REPORT_DIR)/demo
 
-test: $(STAMP) ## run the default test suite (fast; no tests marked slow)
+test: $(STAMP) $(CAPTURE_STAMP) ## run the default test suite (fast; no tests marked slow)
 	$(BIN)/python -m pytest -q
 
-test-all: $(STAMP) ## run every test, including those marked slow
+test-all: $(STAMP) $(CAPTURE_STAMP) ## run every test, including those marked slow
 	$(BIN)/python -m pytest -q -m 'slow or not slow'
 
 bench: $(STAMP) ## run the benchmarks (ratios side by side, peak memory)
 	$(BIN)/python -m bench.run
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter contracts
-	$(BIN)/ruff check tracewh tests bench
+	$(BIN)/ruff check tracewh tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -99,6 +113,10 @@ nightly: $(STAMP) ## ingest NIGHTLY_DIR, check it, write the report (non-zero ex
 	fi; \
 	cat "$$out/check.md"; echo "nightly: wrote $$out"; \
 	if [ $$crc -ne 0 ] || [ $$rc -ne 0 ]; then exit 1; fi
+
+report: $(STAMP) ## report of the latest run (RUN=...) with charts -> $(REPORT_DIR)/latest, and a static site -> $(REPORT_DIR)/site
+	$(TW) report -w $(WAREHOUSE) --run $(RUN) --out $(REPORT_DIR)/latest
+	$(TW) report -w $(WAREHOUSE) --site $(REPORT_DIR)/site
 
 report-kernels: $(STAMP) ## kernel ranking of RUN (default latest) -> $(REPORT_DIR)/kernels.csv (+ kernels_by_category.csv)
 	@mkdir -p $(REPORT_DIR)
