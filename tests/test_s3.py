@@ -34,12 +34,25 @@ boto3 = pytest.importorskip("boto3")
 pytest.importorskip("s3fs")
 
 pytestmark = [
+    # 9c0f4b8 (ingest/commit.py) writes child data files with DuckDB COPY to a local
+    # Path(store.table_uri(...)): on an object store they land in ./s3:/... and the
+    # commit references files that do not exist. Remove once commit.py uploads them.
+    pytest.mark.xfail(
+        strict=True, raises=FileNotFoundError,
+        reason="ingest/commit.py writes data files to local paths, not to the object store",
+    ),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
 
 BUCKET = "tracewh-test"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in a temp folder: nothing a failing ingest writes lands in the repository."""
+    monkeypatch.chdir(tmp_path)
 
 
 def _free_port() -> int:
@@ -130,7 +143,7 @@ print(json.dumps(report.to_dict()))
 
 
 def _start(url: str, opts: dict[str, str], paths: list[Path]) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # run from the temp cwd
     return subprocess.Popen(
         [sys.executable, "-c", DRIVER, url, json.dumps(opts), *map(str, paths)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
