@@ -9,9 +9,9 @@
 --            top_kernel (name with the largest summed duration among those ops),
 --            top_kernel_ns (that sum), host_wait_ns, kernel_wait_ns, other_wait_ns (stream
 --            gaps of the device that end inside the window, by kind, see gap_kinds), bound
---   bound: 'cpu' when host waits make up more than half of the classified gap time
---          (host_wait_ns > kernel_wait_ns + other_wait_ns: the GPU idles because the CPU does
---          not feed it), else 'gpu'.
+--   bound: 'cpu' when no GPU op ran in the step (a CPU-only step) or when host waits make up
+--          more than half of the classified gap time (host_wait_ns > kernel_wait_ns +
+--          other_wait_ns: the GPU idles because the CPU does not feed it), else 'gpu'.
 
 CREATE OR REPLACE MACRO step_summary(run, kernel_wait_threshold_ns := 30000) AS TABLE
 WITH w AS (
@@ -78,6 +78,7 @@ j AS (
 SELECT
     step, device, start_ns, wall_ns, gpu_busy_ns, wall_ns - gpu_busy_ns AS gpu_idle_ns, ops,
     top_kernel, top_kernel_ns, host_wait_ns, kernel_wait_ns, other_wait_ns,
-    CASE WHEN host_wait_ns > kernel_wait_ns + other_wait_ns THEN 'cpu' ELSE 'gpu' END AS bound
+    CASE WHEN gpu_busy_ns = 0 OR host_wait_ns > kernel_wait_ns + other_wait_ns THEN 'cpu'
+         ELSE 'gpu' END AS bound
 FROM j
 ORDER BY step, device;
