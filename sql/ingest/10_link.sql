@@ -13,6 +13,7 @@
 -- t_gpu_place one row per GPU op: launch_index, link_method, place_ts (launch start
 --          where linked, else its own start)
 -- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
+-- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, typed args
 
 CREATE OR REPLACE TEMP TABLE t_steps AS
 SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
@@ -177,3 +178,26 @@ CREATE OR REPLACE TEMP TABLE t_gpu_step AS
 SELECT p.event_index, CASE WHEN p.place_ts < s.ts_ns + s.dur_ns THEN s.step END AS step
 FROM t_gpu_place p
 ASOF LEFT JOIN t_steps s ON p.place_ts >= s.ts_ns;
+
+-- everything gpu_ops adds to an event, one narrow join at a time (each spills alone)
+CREATE OR REPLACE TEMP TABLE t_gpu_link0 AS
+SELECT p.event_index, p.link_method, p.place_ts, st.step, p.launch_index,
+       r.name AS launch_name, r.ts_ns AS launch_ts_ns, r.dur_ns AS launch_dur_ns,
+       r.pid AS launch_pid, r.tid AS launch_tid
+FROM t_gpu_place p
+LEFT JOIN t_gpu_step st USING (event_index)
+LEFT JOIN t_rt r ON r.event_index = p.launch_index;
+
+CREATE OR REPLACE TEMP TABLE t_gpu_link1 AS
+SELECT k.*, o.name AS op_name, o.ts_ns AS op_ts_ns, o.dur_ns AS op_dur_ns,
+       o.input_dims AS op_input_dims, o.external_id AS op_external_id
+FROM t_gpu_link0 k
+LEFT JOIN t_launch l ON l.launch_index = k.launch_index
+LEFT JOIN t_op o ON o.event_index = l.op_index;
+
+CREATE OR REPLACE TEMP TABLE t_gpu_link AS
+SELECT k.*, a.* EXCLUDE (event_index)
+FROM t_gpu_link1 k
+LEFT JOIN s_gpu a ON a.event_index = k.event_index;
+DROP TABLE t_gpu_link0;
+DROP TABLE t_gpu_link1;

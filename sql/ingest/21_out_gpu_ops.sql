@@ -4,23 +4,17 @@ SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        e.ts_ns + $base_ns AS ts_ns, e.dur_ns, e.correlation, e.external_id, e.stream, e.device,
        e.args_json,
        n.op_kind, n.short_name, n.category, n.memcpy_kind,
-       a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z,
-       a.registers_per_thread, a.shared_memory_bytes, a.blocks_per_sm, a.warps_per_sm,
-       a.occupancy_pct, a.bytes, a.bandwidth_gbps, a.context, a.graph_id, a.graph_node_id,
-       p.link_method,
-       r.name AS launch_name, r.ts_ns + $base_ns AS launch_ts_ns, r.dur_ns AS launch_dur_ns,
-       r.pid AS launch_pid, r.tid AS launch_tid,
-       o.name AS op_name, o.ts_ns + $base_ns AS op_ts_ns, o.dur_ns AS op_dur_ns,
-       o.input_dims AS op_input_dims,
-       o.external_id AS op_external_id,
+       x.grid_x, x.grid_y, x.grid_z, x.block_x, x.block_y, x.block_z,
+       x.registers_per_thread, x.shared_memory_bytes, x.blocks_per_sm, x.warps_per_sm,
+       x.occupancy_pct, x.bytes, x.bandwidth_gbps, x.context, x.graph_id, x.graph_node_id,
+       x.link_method,
+       x.launch_name, x.launch_ts_ns + $base_ns AS launch_ts_ns, x.launch_dur_ns,
+       x.launch_pid, x.launch_tid,
+       x.op_name, x.op_ts_ns + $base_ns AS op_ts_ns, x.op_dur_ns,
+       x.op_input_dims, x.op_external_id,
        CAST(NULL AS VARCHAR) AS module_path,
-       st.step
+       x.step
 FROM s_ev e
-JOIN t_gpu_place p USING (event_index)
-LEFT JOIN t_gpu_step st USING (event_index)
+JOIN t_gpu_link x USING (event_index)
 LEFT JOIN t_names n ON n.cat IS NOT DISTINCT FROM e.cat AND n.name IS NOT DISTINCT FROM e.name
-LEFT JOIN s_gpu a ON a.event_index = e.event_index
-LEFT JOIN t_rt r ON r.event_index = p.launch_index
-LEFT JOIN t_launch l ON l.launch_index = p.launch_index
-LEFT JOIN t_op o ON o.event_index = l.op_index
-WHERE tw_keep(p.place_ts, $lo_ns, $hi_ns)
+WHERE tw_keep(x.place_ts, $lo_ns, $hi_ns)

@@ -3,7 +3,7 @@
 ``write_deltalake`` buffers far more than a row group when fed a stream (about
 250 MB for a 250 MB trace's ``events``), so child tables are written by
 DuckDB's Parquet writer instead (streaming, bounded by DuckDB's memory limit,
-zstd, 128k-row row groups) straight into the table's partition folder, then
+zstd, row groups of at most 128k rows sized by width) straight into the table's partition folder, then
 added to the Delta log with one ``create_write_transaction``. A crash between
 the two leaves an unreferenced file, invisible to readers and removed by vacuum.
 """
@@ -25,6 +25,7 @@ from tracewh.schema import TABLES
 from tracewh.store import Store
 
 _RETRIES = 20
+_ROW_GROUP_CELLS = 1_500_000  # values per row group (rows x columns)
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.string(): "VARCHAR", pa.float64(): "DOUBLE",
               pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN"}
 
@@ -60,9 +61,11 @@ def copy_and_commit(
     name = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
     out = Path(store.table_uri(table)) / part / name
     out.parent.mkdir(parents=True, exist_ok=True)
+    # DuckDB's Parquet writer buffers a row group per thread: size them by width
+    row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.schema)))
     sql = (
         f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
-        "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 131072)"
+        f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
     )
     n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
     if n == 0:
