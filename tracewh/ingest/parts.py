@@ -55,10 +55,10 @@ def decompressed_size(path: Path) -> int | None:
             return None
         f.seek(size - 4)
         isize = int(struct.unpack("<I", f.read(4))[0])
-    # ISIZE is modulo 2**32: trust it only where gzip's compression ratio makes it plausible
-    if size >= (1 << 32) // 64 or isize < size:
-        return None
-    return isize
+    # ISIZE is the size modulo 2**32: a larger document only makes the parts unequal
+    # (every cut still lies in the document, or the last part ends at EOF); a
+    # value below the compressed size means it wrapped: do not guess.
+    return isize if isize >= size else None
 
 
 def _splittable(path: Path) -> bool:
