@@ -97,12 +97,13 @@ from tracewh.api import Warehouse
 root, path, limit, where = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 def set_limit():
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-if where == "delta":  # staging is fine; the limit hits delta-rs's own Parquet writer
-    real = tracewh.store.write_deltalake
+if where == "delta":  # staging is fine; the limit hits the table writer (DuckDB COPY + delta-rs)
+    import tracewh.ingest.pipeline as pipeline
+    real = pipeline.copy_and_commit
     def write(*a, **k):
         set_limit()
         return real(*a, **k)
-    tracewh.store.write_deltalake = write
+    pipeline.copy_and_commit = write
 else:
     Warehouse(root).store.create()
     set_limit()
@@ -117,7 +118,7 @@ def test_real_file_size_limit_fails_cleanly(tmp_path: Path, traces: dict[str, Pa
     assert wh.ingest([traces["a"]]).ok
     before = visible_state(wh.root)
     proc = subprocess.run(
-        [sys.executable, "-c", _LIMITED, str(wh.root), str(traces["medium"]), "60000", where],
+        [sys.executable, "-c", _LIMITED, str(wh.root), str(traces["medium"]), "60000" if where == "staging" else "4000", where],
         capture_output=True, text=True, env=driver_env(), timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
