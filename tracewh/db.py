@@ -16,15 +16,9 @@ import duckdb
 import pyarrow as pa
 
 from tracewh.schema import TABLES
+from tracewh.sqlfiles import SQL_DIR, sql_files
 
-#: The repository's sql/ folder (tracewh is installed in editable mode).
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-
-
-def sql_files(sql_dir: Path = SQL_DIR) -> list[Path]:
-    """The ``*.sql`` files of ``sql_dir`` in the order they are applied."""
-    return sorted(sql_dir.glob("*.sql"))
-
+__all__ = ["SQL_DIR", "apply_sql", "connect_tables", "sql_files"]
 
 def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
     """Run every ``sql/*.sql`` file on ``con`` in file-name order."""

@@ -25,10 +25,10 @@ from typing import IO, Any
 import duckdb
 import orjson
 
-from tracewh.db import SQL_DIR
 from tracewh.ingest.reader import open_trace
 from tracewh.ingest.rows import prepare_events
 from tracewh.schema import GPU_OP_CATEGORIES
+from tracewh.sqlfiles import SQL_DIR
 
 INGEST_SQL = SQL_DIR / "ingest"
 
