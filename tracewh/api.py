@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 
 from tracewh import history as _hist
-from tracewh.db import apply_sql, connect_tables, create_raw_relations, create_visible_views
+from tracewh.db import connect_tables
 from tracewh.errors import (
     EmptyWarehouseError,
     QueryError,
@@ -172,20 +172,8 @@ class Warehouse:
         self, files: Mapping[str, Sequence[str]], *, apply: bool = True
     ) -> duckdb.DuckDBPyConnection:
         """DuckDB over snapshot files; on an object store it reads them through fsspec."""
-        if not self.store.remote:
-            return connect_tables(files=files, apply=apply)
-        con = duckdb.connect()
-        try:
-            con.execute("SET parquet_metadata_cache = true")
-            con.register_filesystem(self.store.filesystem())
-            create_raw_relations(con, files)
-            create_visible_views(con)
-            if apply:
-                apply_sql(con)
-        except BaseException:
-            con.close()
-            raise
-        return con
+        fs = self.store.filesystem() if self.store.remote else None
+        return connect_tables(files=files, apply=apply, filesystem=fs)
 
     def scan(self, table: str) -> pl.LazyFrame:
         """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""

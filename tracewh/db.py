@@ -9,8 +9,12 @@ analysis views and table macros on top of these base views.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -88,6 +92,81 @@ def create_visible_views(con: duckdb.DuckDBPyConnection) -> None:
             )
 
 
+def catalog_path(*, sql_dir: Path = SQL_DIR, cache_dir: Path | None = None) -> Path:
+    """Where the prepared catalog for these ``sql/`` files, this schema and DuckDB lives.
+
+    The name hashes every ``sql/*.sql`` file, the table schemas and the DuckDB
+    version, so a change of any of them gets a new catalog.
+    """
+    h = hashlib.sha256(duckdb.__version__.encode())
+    for name in TABLES:
+        h.update(table_columns_sql(name).encode())
+    for path in sql_files(sql_dir):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    base = cache_dir or Path(tempfile.gettempdir()) / f"tracewh-{os.getuid()}"
+    return base / f"catalog-{h.hexdigest()[:16]}.duckdb"
+
+
+def _build_catalog(path: Path, sql_dir: Path) -> None:
+    """Write a DuckDB file holding every view and macro over empty ``raw_<table>`` tables."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)  # DuckDB creates the file itself
+    try:
+        con = duckdb.connect(tmp)
+        try:
+            create_raw_relations(con, {})
+            create_visible_views(con)
+            apply_sql(con, sql_dir=sql_dir)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+        Path(tmp + ".wal").unlink(missing_ok=True)
+
+
+def connect_catalog(*, sql_dir: Path = SQL_DIR) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the prepared catalog (built on first use).
+
+    Views and macros are stored there as definitions over empty ``raw_<table>``
+    tables; a session shadows those with TEMP views over the snapshot's files,
+    so nothing is bound until a query uses it. This saves binding the ~50
+    ``sql/`` definitions on every connection.
+    """
+    path = catalog_path(sql_dir=sql_dir)
+    if not path.exists():
+        _build_catalog(path, sql_dir)
+    return duckdb.connect(str(path), read_only=True)
+
+
+def _shadow_raw(
+    con: duckdb.DuckDBPyConnection,
+    files: Mapping[str, Sequence[str]],
+    tables: Mapping[str, pa.Table | pa.RecordBatchReader],
+) -> None:
+    for name in TABLES:
+        paths = list(files.get(name, ()))
+        if name in tables:
+            con.register(f"__arrow_{name}", tables[name])
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE raw_{name} AS "
+                f"SELECT {_select_list(name)} FROM __arrow_{name}"
+            )
+            con.unregister(f"__arrow_{name}")
+        elif paths:
+            # DDL takes no parameters: the snapshot's file paths (from the Delta log, not
+            # user input) become SQL string literals, quotes doubled
+            listing = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW raw_{name} AS SELECT {_select_list(name)} "
+                f"FROM read_parquet([{listing}], hive_partitioning = true)"
+            )
+
+
 def connect_tables(
     tables: Mapping[str, pa.Table | pa.RecordBatchReader] | None = None,
     *,
@@ -96,6 +175,7 @@ def connect_tables(
     sql_dir: Path = SQL_DIR,
     memory_limit: str | None = None,
     temp_directory: str | None = None,
+    filesystem: Any = None,
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-process DuckDB with the warehouse's base views and ``sql/`` applied.
 
@@ -107,14 +187,22 @@ def connect_tables(
     files
         Parquet files by table name (the warehouse's current snapshot).
     apply
-        Whether to run ``sql/*.sql`` after creating the base views.
+        Whether the ``sql/*.sql`` views and macros are wanted (from the prepared
+        catalog, see :func:`connect_catalog`) or only the base views.
+    filesystem
+        An fsspec file system to read ``files`` through (object stores).
     """
+    if apply:
+        con = connect_catalog(sql_dir=sql_dir)
+        _settings(con, memory_limit, temp_directory)
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
+        _shadow_raw(con, files or {}, tables or {})
+        return con
     con = duckdb.connect()
-    con.execute("SET parquet_metadata_cache = true")
-    if memory_limit:
-        con.execute("SET memory_limit = ?", [memory_limit])
-    if temp_directory:
-        con.execute("SET temp_directory = ?", [temp_directory])
+    _settings(con, memory_limit, temp_directory)
+    if filesystem is not None:
+        con.register_filesystem(filesystem)
     create_raw_relations(con, files or {})
     for name, table in (tables or {}).items():
         con.register(f"__arrow_{name}", table)
@@ -126,6 +214,16 @@ def connect_tables(
     if apply:
         apply_sql(con, sql_dir=sql_dir)
     return con
+
+
+def _settings(
+    con: duckdb.DuckDBPyConnection, memory_limit: str | None, temp_directory: str | None
+) -> None:
+    con.execute("SET parquet_metadata_cache = true")
+    if memory_limit:
+        con.execute("SET memory_limit = ?", [memory_limit])
+    if temp_directory:
+        con.execute("SET temp_directory = ?", [temp_directory])
 
 
 def view_names(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
