@@ -41,9 +41,9 @@ $(CAPTURE_STAMP): $(STAMP)
 capture-deps: $(CAPTURE_STAMP) ## install the CPU build of torch for tracewh.capture (automatic in make test)
 
 demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kernels, gaps and the regression check
-	@echo "== 1. synthesise 14 nights x 2 ranks into $(DEMO_DIR) (a +30% flash-attention slowdown from 2025-01-10)"
+	@echo "== 1. synthesise 14 nights x 2 ranks into $(DEMO_DIR) (a +30% flash-attention slowdown from 2025-01-13)"
 	$(TW) synth $(DEMO_DIR) --runs 14 --ranks 2 --start 2025-01-01 --steps 4 --seed 7 \
-		--regress 'flash_fwd:+30%@2025-01-10'
+		--regress 'flash_fwd:+30%@2025-01-13'
 	@echo "== 2. ingest into $(WAREHOUSE) (idempotent: a second make demo skips what is there)"
 	$(TW) ingest $(DEMO_DIR) -w $(WAREHOUSE) --jobs 2
 	@echo "== 3. top kernels of the latest run"
@@ -54,7 +54,7 @@ demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kern
 	@echo "== 5. regression check of the latest night against the previous ones (exit 1 = regression)"
 	@$(TW) check -w $(WAREHOUSE) && echo "no regression" || echo "(check exited $$?: the injected regression was found, as expected)"
 	@echo "== 6. report with charts: $(REPORT_DIR)/demo/report.html (opens offline)"
-	$(TW) report -w $(WAREHOUSE) --out $(REPORT_DIR)/demo
+	$(TW) report -w $(WAREHOUSE) --since 2025-01-01 --out $(REPORT_DIR)/demo
 
 test: $(STAMP) $(CAPTURE_STAMP) ## run the default test suite (fast; no tests marked slow)
 	$(BIN)/python -m pytest -q
