@@ -10,11 +10,14 @@
 -- cnt   one row per (counter event, series) of `ph: C` events
 -- flow  one row per flow event (`ph: s/t/f`)
 -- thr   one row per metadata event (`ph: M`): process/thread names, sort order
+-- anom  one row per (chunk, anomaly found in SQL): key (as in runs.anomalies_json), n
 -- t_gpu_cats  the GPU op categories (tracewh.schema.GPU_OP_CATEGORIES)
 --
 -- tw_i64(x)       a HUGEINT id as int64 (uint64 wrapped to its two's complement)
 -- tw_i64_label(x) the decimal text of an id that did not fit int64
 -- tw_triple(l)    a list of 3 values (grid, block), else NULL
+-- tw_bad(v, args, path)        a typed arg v is NULL though args has a non-null value there
+-- tw_bad_triple(l, args, path) likewise for grid/block: not a list of 3 integers
 
 CREATE TABLE IF NOT EXISTS ev (
     event_index BIGINT, cat VARCHAR, name VARCHAR, pid BIGINT, tid BIGINT,
@@ -52,6 +55,7 @@ CREATE TABLE IF NOT EXISTS thr (
     pid BIGINT, tid BIGINT, pid_label VARCHAR, tid_label VARCHAR, kind VARCHAR,
     value VARCHAR, sort_index BIGINT
 );
+CREATE TABLE IF NOT EXISTS anom (key VARCHAR, n BIGINT);
 CREATE TABLE IF NOT EXISTS t_gpu_cats (cat VARCHAR);
 
 CREATE OR REPLACE TEMP MACRO tw_i64(x) AS
@@ -62,3 +66,8 @@ CREATE OR REPLACE TEMP MACRO tw_i64_label(x) AS
     CASE WHEN x NOT BETWEEN -9223372036854775808 AND 9223372036854775807
          THEN CAST(x AS VARCHAR) END;
 CREATE OR REPLACE TEMP MACRO tw_triple(l) AS CASE WHEN len(l) = 3 THEN l END;
+CREATE OR REPLACE TEMP MACRO tw_bad(v, args, path) AS
+    v IS NULL AND coalesce(json_type(args, path), 'NULL') <> 'NULL';
+CREATE OR REPLACE TEMP MACRO tw_bad_triple(l, args, path) AS
+    (l IS NULL OR len(l) <> 3 OR list_count(l) <> 3)
+    AND coalesce(json_type(args, path), 'NULL') <> 'NULL';

@@ -1,7 +1,17 @@
--- one row of per-run figures for the `runs` row (relative times; no params)
+-- one row of per-run figures for the `runs` row (relative times; no params);
+-- end_ns, min_ts_ns and max_ts_ns are HUGEINT (a hostile trace may reach past int64)
 SELECT
     (SELECT min(ts_ns) FROM s_ev) AS start_ns,
-    (SELECT max(ts_ns + coalesce(dur_ns, 0)) FROM s_ev) AS end_ns,
+    (SELECT max(CAST(ts_ns AS HUGEINT) + coalesce(dur_ns, 0)) FROM s_ev) AS end_ns,
+    (SELECT min(m) FROM (
+        SELECT min(ts_ns) AS m FROM s_ev UNION ALL SELECT min(ts_ns) FROM s_py
+        UNION ALL SELECT min(ts_ns) FROM s_inst UNION ALL SELECT min(ts_ns) FROM s_cnt
+        UNION ALL SELECT min(ts_ns) FROM s_flow)) AS min_ts_ns,
+    (SELECT max(m) FROM (
+        SELECT max(CAST(ts_ns AS HUGEINT) + coalesce(dur_ns, 0)) AS m FROM s_ev
+        UNION ALL SELECT max(CAST(ts_ns AS HUGEINT) + coalesce(dur_ns, 0)) FROM s_py
+        UNION ALL SELECT max(ts_ns) FROM s_inst UNION ALL SELECT max(ts_ns) FROM s_cnt
+        UNION ALL SELECT max(ts_ns) FROM s_flow)) AS max_ts_ns,
     (SELECT count(*) FROM s_ev) AS n_duration_events,
     (SELECT count(*) FROM t_gpu0) AS n_gpu_ops,
     (SELECT count(*) FROM s_ev WHERE cat IN ('kernel', 'Kernel')) AS n_kernels,

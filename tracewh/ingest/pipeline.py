@@ -32,7 +32,7 @@ from tracewh.errors import TraceFormatError, TracewhError
 from tracewh.ingest.commit import copy_and_commit
 from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
-from tracewh.ingest.rows import dumps
+from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
 from tracewh.schema import INGEST_LOG, RUNS
 from tracewh.store import Store
 
@@ -292,13 +292,40 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
     return con
 
 
-def _i(value: Any) -> int | None:
+def _int(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     try:
         return int(value)
     except (TypeError, ValueError, ArithmeticError):
         return None
+
+
+def _i(value: Any) -> int | None:
+    """An int64 from a metadata value; None when it is not one."""
+    out = _int(value)
+    return out if out is not None and I64_MIN <= out <= I64_MAX else None
+
+
+def _base_time(value: Any, summary: Mapping[str, Any], anomalies: Counter[str]) -> int | None:
+    """``baseTimeNanoseconds`` as added to every timestamp; None when absent or unusable.
+
+    A value that is not an integer counts ``mistyped_base_time``; one that is
+    outside int64, or would take a timestamp (or the run's end) outside it,
+    counts ``base_time_out_of_range``: timestamps then stay relative.
+    """
+    if value is None:
+        return None
+    base_ns = _int(value)
+    if base_ns is None:
+        anomalies["mistyped_base_time"] += 1
+        return None
+    lo = summary["min_ts_ns"] if summary["min_ts_ns"] is not None else 0
+    hi = max(summary["max_ts_ns"] or 0, summary["end_ns"] or 0)
+    if not (I64_MIN <= base_ns <= I64_MAX and lo + base_ns >= I64_MIN and hi + base_ns <= I64_MAX):
+        anomalies["base_time_out_of_range"] += 1
+        return None
+    return base_ns
 
 
 def _device_names(meta: Mapping[str, Any]) -> list[str]:
@@ -337,12 +364,17 @@ def _derive_and_commit(
     replace: bool,
     base: Mapping[str, Any],
 ) -> dict[str, Any]:
-    base_ns = _i(meta.get("baseTimeNanoseconds")) or 0
+    anomalies: Counter[str] = base["anomalies"]
     cur = con.execute((INGEST_SQL / "30_summary.sql").read_text(encoding="utf-8"))
     cols = [d[0] for d in cur.description]
     summary = dict(zip(cols, cur.fetchall()[0], strict=True))
+    base_time = _base_time(meta.get("baseTimeNanoseconds"), summary, anomalies)
+    base_ns = base_time or 0
     start_ns = summary["start_ns"] + base_ns if summary["start_ns"] is not None else None
     end_ns = summary["end_ns"] + base_ns if summary["end_ns"] is not None else None
+    if end_ns is not None and not I64_MIN <= end_ns <= I64_MAX:
+        anomalies["end_out_of_range"] += 1
+        end_ns = None
     ingested_at = _now()
     day = (
         datetime.fromtimestamp(start_ns / 1e9, UTC).date()
@@ -380,7 +412,6 @@ def _derive_and_commit(
         else "cpu"
     )
     path: Path = base["path"]
-    anomalies: Counter[str] = base["anomalies"]
     row = {
         "run_id": run_id,
         "ingest_id": ingest_id,
@@ -403,10 +434,10 @@ def _derive_and_commit(
         "trace_name": str(meta["traceName"]) if meta.get("traceName") is not None else None,
         "trace_id": str(meta["trace_id"]) if meta.get("trace_id") is not None else None,
         "schema_version": _i(meta.get("schemaVersion")),
-        "base_time_ns": _i(meta.get("baseTimeNanoseconds")),
+        "base_time_ns": base_time,
         "job": options.job or str(path.parent),
         "labels_json": dumps(dict(sorted(base["labels"].items()))),
-        "metadata_json": dumps(dict(meta)),
+        "metadata_json": dumps(dict(meta), anomalies),
         "category_counts_json": dumps(cat_counts),
         "n_events": base["n_events"],
         "n_duration_events": summary["n_duration_events"],

@@ -25,6 +25,7 @@ from typing import IO, Any
 import ijson
 
 from tracewh.errors import BackendError, NotKinetoTraceError, TraceFormatError
+from tracewh.ingest.rows import clip_depth
 
 _HEAD_CAP = 16 << 20  # header bytes we are willing to keep before the first event
 _TAIL_KEEP = 1 << 20  # trailing bytes kept to find the trailer
@@ -219,22 +220,40 @@ class TraceStream:
     trailer_keys: list[str] = field(default_factory=list)
     decompressed_bytes: int = 0
     trailer_offset: int | None = None  # where the ``]`` closing traceEvents is, if found
+    anomalies: dict[str, int] = field(default_factory=dict)  # oddities of header/trailer
 
 
-def _parse_header(path: Path, head: bytes, backend: Any) -> tuple[dict[str, Any], bool]:
-    """Top-level keys before ``traceEvents``: (metadata, whether traceEvents was found)."""
+_KINDS = {
+    "start_array": "a list", "start_map": "an object", "number": "a number",
+    "integer": "a number", "double": "a number", "string": "a string",
+    "boolean": "a boolean", "null": "null",
+}
+
+
+def _parse_header(
+    path: Path, head: bytes, backend: Any
+) -> tuple[dict[str, Any], bool, str | None]:
+    """Top-level keys before ``traceEvents``.
+
+    Returns (metadata, whether traceEvents was found, what its value is:
+    ``"a list"``, ``"an object"``, ... or None when not in ``head``).
+    """
     meta: dict[str, Any] = {}
     if head.lstrip()[:1] != b"{":
         raise NotKinetoTraceError(path, "not a Kineto trace: the document is not a JSON object")
     builder: Any = None
     key = ""
     depth = 0
+    found = False
     try:
         for prefix, event, value in backend.parse(io.BytesIO(head), use_float=False):
+            if found:
+                return meta, True, _KINDS.get(event, event)
             if builder is None:
                 if prefix == "" and event == "map_key":
                     if value == "traceEvents":
-                        return meta, True
+                        found = True
+                        continue
                     key = value
                     builder = ijson.ObjectBuilder()
                 continue
@@ -248,7 +267,7 @@ def _parse_header(path: Path, head: bytes, backend: Any) -> tuple[dict[str, Any]
                 builder = None
     except ijson.JSONError:
         pass
-    return meta, False
+    return meta, found, None
 
 
 _CANDIDATE = re.compile(r"\]\s*([,}])")
@@ -257,6 +276,18 @@ _WS = re.compile(r"\s*")
 
 def _members(text: str, pos: int) -> dict[str, Any] | None:
     """Parse ``"k": v, ... }`` from ``pos`` to the end of ``text``; None if it is not that."""
+    try:
+        return _members_json(text, pos)
+    except RecursionError:  # nested too deeply for json: ijson's C parser has no limit
+        data = ("{" + text[pos:]).encode("utf-8", "surrogatepass")
+        try:
+            found = list(c_backend().items(io.BytesIO(data), "", use_float=False))
+        except (ijson.JSONError, UnicodeDecodeError, ValueError):
+            return None
+        return found[0] if len(found) == 1 and isinstance(found[0], dict) else None
+
+
+def _members_json(text: str, pos: int) -> dict[str, Any] | None:
     decoder = json.JSONDecoder(parse_float=Decimal)
     out: dict[str, Any] = {}
     n = len(text)
@@ -364,18 +395,20 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
             yield item
     except TraceFormatError:
         raise
-    except ijson.IncompleteJSONError as exc:
+    except ijson.JSONError as exc:  # the C backend raises IncompleteJSONError for every error
+        message = _clean(exc)
+        what = "truncated JSON (the file ends early)" if "premature EOF" in message else "corrupt JSON"
         raise TraceFormatError(
-            path, f"truncated or incomplete JSON: {_clean(exc)}", offset=tee.offset, event_index=n
-        ) from exc
-    except ijson.JSONError as exc:
-        raise TraceFormatError(
-            path, f"corrupt JSON: {_clean(exc)}", offset=tee.offset, event_index=n
+            path, f"{what}: {message}", offset=tee.offset, event_index=n
         ) from exc
     except UnicodeDecodeError as exc:
-        raise TraceFormatError(path, f"invalid UTF-8: {exc.reason}", event_index=n) from exc
-    except (ValueError, RecursionError) as exc:
-        raise TraceFormatError(path, f"unreadable JSON value: {exc}", event_index=n) from exc
+        raise TraceFormatError(path, f"corrupt JSON: {_undecodable(exc)}", event_index=n) from exc
+    except RecursionError as exc:
+        raise TraceFormatError(path, "corrupt JSON: nested too deeply", event_index=n) from exc
+    except ValueError as exc:
+        raise TraceFormatError(
+            path, f"corrupt JSON: unreadable value: {_clean(exc)}", event_index=n
+        ) from exc
     finally:
         stream.decompressed_bytes = tee.offset
         tee.close()
@@ -383,13 +416,15 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
         return
     meta: dict[str, Any] = {}
     if tee.start_at is None:
-        meta, found = _parse_header(path, bytes(tee.head), backend)
+        meta, found, kind = _parse_header(path, bytes(tee.head), backend)
         stream.header_keys = list(meta)
         if not found:
             keys = ", ".join(list(meta)[:8]) or "none"
             raise NotKinetoTraceError(
                 path, f"not a Kineto trace: no traceEvents array (top-level keys: {keys})"
             )
+        if n == 0 and kind is not None and kind != "a list":
+            raise TraceFormatError(path, f"traceEvents is not a list (found {kind})")
     trailer: dict[str, Any] = {}
     if n and tee.reached_eof:
         trailer, size = _parse_trailer(tee.tail())
@@ -397,9 +432,45 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
             stream.trailer_offset = tee.offset - size
     stream.trailer_keys = list(trailer)
     meta.update(trailer)
+    meta, deep = clip_depth(meta)
+    if deep:
+        stream.anomalies["deep_nesting"] = deep
     stream.metadata = meta
 
 
+_SPACES = re.compile(r"\s+")
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")
+_REASON_CAP = 200
+
+
+def _printable(text: str) -> str:
+    text = _SPACES.sub(" ", text).strip()
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _clean(exc: Exception) -> str:
-    text = str(exc).strip().replace("\n", " ")
-    return text[:300]
+    """yajl's message in one line: ``lexical error: ... (near: '<context>')``, capped.
+
+    yajl writes the message, the bytes around the error and a ``(right here)
+    ------^`` pointer on three lines; a message with invalid UTF-8 comes as bytes.
+    """
+    raw = exc.args[0] if exc.args else str(exc)
+    text = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else str(raw)
+    first, _, rest = text.strip().partition("\n")
+    message = _printable(first).rstrip(".") or type(exc).__name__
+    context = _printable(rest.split("(right here)")[0]) if "(right here)" in rest else ""
+    if context:
+        message += f" (near: '{context[:80]}')"
+    if len(message) > _REASON_CAP:
+        message = message[: _REASON_CAP - 3] + "..."
+    return message
+
+
+def _undecodable(exc: UnicodeDecodeError) -> str:
+    """Why a string could not be decoded, in words."""
+    data = exc.object if isinstance(exc.object, bytes) else b""
+    lone = _SURROGATE.search(data)
+    if lone is not None:
+        char = lone.group().decode("utf-8", "surrogatepass")
+        return f"a string holds an escaped lone surrogate (\\u{ord(char):04x})"
+    return f"invalid UTF-8 in a string ({exc.reason})"

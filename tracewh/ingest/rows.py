@@ -38,14 +38,65 @@ _FLOW_PHASES = frozenset({"s", "t", "f"})
 _KNOWN_PHASES = frozenset({"X", "s", "t", "f", "M", "C", "i", "I"})
 
 
+#: Deepest nesting of lists/objects kept (the value itself is level 1): orjson's limit.
+MAX_DEPTH = 254
+DEEP_MARKER = f"<nested deeper than {MAX_DEPTH} levels>"
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, Decimal):
         return float(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON text (Decimals as numbers, non-ASCII kept)."""
+def clip_depth(value: Any, limit: int = MAX_DEPTH) -> tuple[Any, int]:
+    """``value`` with each list/object nested deeper than ``limit`` levels replaced by a marker.
+
+    Returns the value (``value`` itself when nothing was too deep, else a
+    copy of the changed path) and how many subtrees were replaced by
+    :data:`DEEP_MARKER`. Recursion stops at ``limit`` levels, so any depth is safe.
+    """
+    if type(value) is dict:
+        if limit <= 0:
+            return DEEP_MARKER, 1
+        out: Any = None
+        n = 0
+        for key, item in value.items():
+            if type(item) is dict or type(item) is list:
+                new, k = clip_depth(item, limit - 1)
+                if k:
+                    if out is None:
+                        out = dict(value)
+                    out[key] = new
+                    n += k
+        return (value if out is None else out), n
+    if type(value) is list:
+        if limit <= 0:
+            return DEEP_MARKER, 1
+        out = None
+        n = 0
+        for i, item in enumerate(value):
+            if type(item) is dict or type(item) is list:
+                new, k = clip_depth(item, limit - 1)
+                if k:
+                    if out is None:
+                        out = list(value)
+                    out[i] = new
+                    n += k
+        return (value if out is None else out), n
+    return value, 0
+
+
+def dumps(value: Any, anomalies: Counter[str] | None = None) -> str:
+    """Compact JSON text (Decimals as numbers, non-ASCII kept).
+
+    Lists/objects nested deeper than :data:`MAX_DEPTH` levels are written as
+    :data:`DEEP_MARKER`, each counted as a ``deep_nesting`` anomaly.
+    """
+    if type(value) is dict or type(value) is list:
+        value, n = clip_depth(value)
+        if n and anomalies is not None:
+            anomalies["deep_nesting"] += n
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
 
 
@@ -69,7 +120,7 @@ class _Ids:
             pass
         except TypeError:  # unhashable (a list, a dict)
             self._anomalies["mistyped_id"] += 1
-            return (None, dumps(value)[:200])
+            return (None, dumps(value, self._anomalies)[:200])
         out = self._convert(value)
         self._cache[value] = out
         return out
@@ -182,7 +233,7 @@ def prepare_events(
     for idx, ev in enumerate(events):
         if type(ev) is not dict:
             anomalies["non_object_event"] += 1
-            ev = {"_raw": dumps(ev)[:10_000]}
+            ev = {"_raw": dumps(ev, anomalies)[:10_000]}
         ev["_i"] = idx
         ph = ev.get("ph")
         ts = ev.get("ts")
@@ -207,11 +258,11 @@ def prepare_events(
         name = ev.get("name")
         if name is not None and type(name) is not str:
             anomalies["mistyped_name"] += 1
-            ev["name"] = name = dumps(name)
+            ev["name"] = name = dumps(name, anomalies)
         cat = ev.get("cat")
         if cat is not None and type(cat) is not str:
             anomalies["mistyped_cat"] += 1
-            ev["cat"] = cat = dumps(cat)
+            ev["cat"] = cat = dumps(cat, anomalies)
         args = ev.get("args")
         if args is not None and type(args) is not dict:
             anomalies["mistyped_args"] += 1
@@ -262,9 +313,9 @@ def prepare_events(
                 if ph is None:
                     anomalies["missing_ph"] += 1
                 else:
-                    anomalies[f"other_ph:{str(ph)[:8]}"] += 1
                     if type(ph) is not str:
-                        ev["ph"] = dumps(ph)
+                        ev["ph"] = ph = dumps(ph, anomalies)
+                    anomalies[f"other_ph:{ph[:8]}"] += 1
             scope = ev.get("s")
             if scope is not None and type(scope) is not str:
                 ev["s"] = None

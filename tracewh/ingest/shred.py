@@ -26,7 +26,7 @@ import duckdb
 import orjson
 
 from tracewh.ingest.reader import open_trace
-from tracewh.ingest.rows import prepare_events
+from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
 from tracewh.schema import GPU_OP_CATEGORIES
 from tracewh.sqlfiles import SQL_DIR
 
@@ -56,20 +56,41 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _encode(rows: list[dict[str, Any]]) -> bytes:
-    """``[...]`` of the rows; stdlib json where orjson refuses (ints beyond 64 bits)."""
+def _encode(rows: list[dict[str, Any]], anomalies: Counter[str]) -> bytes:
+    """``[...]`` of the rows; stdlib json where orjson refuses (ints beyond 64 bits).
+
+    Where orjson refuses, values nested deeper than :data:`MAX_DEPTH` levels
+    (the rows sit one level down in the batch) become a marker, each counted
+    as a ``deep_nesting`` anomaly: orjson accepts exactly those that are not.
+    """
     try:
         return orjson.dumps(rows, default=_default)
     except (orjson.JSONEncodeError, TypeError):
-        text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True, default=_default)
-        return text.encode("ascii")
+        pass
+    clipped = 0
+    for k, row in enumerate(rows):
+        row, n = clip_depth(row, MAX_DEPTH - 1)
+        if n:
+            rows[k] = row
+            clipped += n
+    if clipped:
+        anomalies["deep_nesting"] += clipped
+        try:
+            return orjson.dumps(rows, default=_default)
+        except (orjson.JSONEncodeError, TypeError):
+            pass
+    text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True, default=_default)
+    return text.encode("ascii")
 
 
 class _Chunks:
     """Encoded batches -> chunk files -> DuckDB, one chunk in flight at a time."""
 
-    def __init__(self, con: Any, folder: Path, *, chunk_events: int) -> None:
+    def __init__(
+        self, con: Any, folder: Path, *, chunk_events: int, anomalies: Counter[str]
+    ) -> None:
         self._con = con
+        self._anomalies = anomalies
         self._folder = folder
         self._chunk_events = chunk_events
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracewh-shred")
@@ -82,7 +103,7 @@ class _Chunks:
         self._shred_sql = (INGEST_SQL / "02_shred.sql").read_text(encoding="utf-8")
 
     def __call__(self, rows: list[dict[str, Any]]) -> None:
-        data = _encode(rows)
+        data = _encode(rows, self._anomalies)
         if self._file is None:
             self._path = self._folder / f"chunk-{self._seq:06d}.json"
             self._seq += 1
@@ -163,12 +184,15 @@ def stage_part(
     anomalies: Counter[str] = Counter()
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
     con = connect_part(db, memory_limit=memory_limit)
-    sink = _Chunks(con, folder, chunk_events=chunk_events)
+    sink = _Chunks(con, folder, chunk_events=chunk_events, anomalies=anomalies)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # events are acyclic; the collector only slows the parse down
     try:
         n = prepare_events(stream.events, sink, skip_python=skip_python, anomalies=anomalies)
+        anomalies.update(stream.anomalies)
         sink.finish()
+        for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
+            anomalies[key] += int(count)
         con.execute("CHECKPOINT")
     except BaseException:
         sink.abort()
