@@ -34,13 +34,6 @@ boto3 = pytest.importorskip("boto3")
 pytest.importorskip("s3fs")
 
 pytestmark = [
-    # 9c0f4b8 (ingest/commit.py) writes child data files with DuckDB COPY to a local
-    # Path(store.table_uri(...)): on an object store they land in ./s3:/... and the
-    # commit references files that do not exist. Remove once commit.py uploads them.
-    pytest.mark.xfail(
-        strict=True, raises=FileNotFoundError,
-        reason="ingest/commit.py writes data files to local paths, not to the object store",
-    ),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),

@@ -425,6 +425,8 @@ class Store:
                 token=opts.get("session_token") or opts.get("token"),
                 endpoint_url=opts.get("endpoint_url") or opts.get("endpoint"),
                 client_kwargs=client,
+                # delta-rs writes and vacuums behind fsspec's back: a cached listing lies
+                use_listings_cache=False,
             )
         except ImportError as exc:
             raise BackendError(

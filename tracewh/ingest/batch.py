@@ -7,7 +7,6 @@ pool (``--jobs N``) and a Dask cluster implement the same interface.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -15,8 +14,6 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-
-import pyarrow.compute as pc
 
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.dask_executor import parse_dask
@@ -102,18 +99,8 @@ class _Task:
 
 
 def _run_task(task: _Task) -> FileResult:
-    result = ingest_file(task.store, Path(task.path), task.options)
-    if result.outcome == "failed" and result.run_id and task.store.remote and not task.options.force:
-        # no lock service on an object store: a concurrent ingest of the same bytes
-        # may commit the run first (DuplicateRunError); the file is then ingested
-        with contextlib.suppress(Exception):
-            runs = task.store.table("runs").to_pyarrow_dataset()
-            if runs.count_rows(filter=pc.field("run_id") == result.run_id):
-                return replace(
-                    result, outcome="skipped",
-                    error=f"already ingested (run {result.run_id}, by a concurrent ingest)",
-                )
-    return result
+    # a run committed first by a concurrent ingest (object stores) is "skipped" by ingest_file
+    return ingest_file(task.store, Path(task.path), task.options)
 
 
 def _task_failed(task: _Task, exc: BaseException) -> FileResult:

@@ -41,7 +41,11 @@ def table_ingest_ids(store: Store, table: str) -> set[str]:
                 ids.add(lo)
             else:  # a compacted file holding several ingests: read the column
                 uri = f"{store.table_uri(table)}/{rel}"
-                col = pq.read_table(uri, columns=["ingest_id"]).column("ingest_id")
+                if store.remote:
+                    with store.filesystem().open(uri, "rb") as f:
+                        col = pq.read_table(f, columns=["ingest_id"]).column("ingest_id")
+                else:
+                    col = pq.read_table(uri, columns=["ingest_id"]).column("ingest_id")
                 ids.update(x for x in pc.unique(col).to_pylist() if x is not None)
     return ids
 

@@ -4,8 +4,11 @@
 250 MB for a 250 MB trace's ``events``), so child tables are written by
 DuckDB's Parquet writer instead (streaming, bounded by DuckDB's memory limit,
 zstd, row groups of at most 128k rows sized by width) straight into the table's partition folder, then
-added to the Delta log with one ``create_write_transaction``. A crash between
-the two leaves an unreferenced file, invisible to readers and removed by vacuum.
+added to the Delta log with one ``create_write_transaction``. On an object store
+DuckDB writes into the ingest's local staging folder and the file is uploaded
+(fsspec) to the same relative path before the commit. A crash between the
+write and the commit leaves an unreferenced file, invisible to readers and
+removed by vacuum.
 """
 
 from __future__ import annotations
@@ -59,7 +62,13 @@ def copy_and_commit(
     spec = TABLES[table]
     part = f"day={day.isoformat()}"
     name = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
-    out = Path(store.table_uri(table)) / part / name
+    rel = f"{part}/{name}"
+    # an object store: write in the ingest's local staging folder, then upload
+    out = (
+        store.staging_root / ingest_id / "out" / table / name
+        if store.remote
+        else Path(store.table_uri(table)) / part / name
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     # DuckDB's Parquet writer buffers a row group per thread: size them by width
     row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.schema)))
@@ -71,12 +80,18 @@ def copy_and_commit(
     if n == 0:
         out.unlink(missing_ok=True)
         return 0
+    size = out.stat().st_size
+    if store.remote:  # a partial file left by a failure goes with the staging folder
+        try:
+            store.filesystem().put_file(str(out), f"{store.table_uri(table)}/{rel}")
+        finally:
+            out.unlink(missing_ok=True)
     ids = {"run_id": run_id, "ingest_id": ingest_id}
     stats = {"numRecords": n, "minValues": ids, "maxValues": ids,
              "nullCount": dict.fromkeys(ids, 0)}
     action = AddAction(
-        path=f"{part}/{name}",
-        size=out.stat().st_size,
+        path=rel,
+        size=size,
         partition_values={"day": day.isoformat()},
         modification_time=int(time.time() * 1000),
         data_change=True,

@@ -47,38 +47,57 @@ class VerifyReport:
         }
 
 
-def _check_files(store: Store, report: VerifyReport) -> dict[str, list[str]]:
+def _data_files(fs: Any, root: str) -> set[str]:
+    """Relative paths of every Parquet data file under a table folder (not the log's)."""
+    if fs is None:
+        found = [p.relative_to(root).as_posix() for p in Path(root).rglob("*.parquet")]
+    else:
+        base = fs._strip_protocol(root).rstrip("/") + "/"
+        found = [p[len(base):] for p in fs.find(root) if p.startswith(base)]
+    return {
+        os.path.normpath(rel) for rel in found
+        if rel.endswith(".parquet") and not rel.startswith("_delta_log/")
+    }
+
+
+def _file_problem(fs: Any, full: str, rel: str, size: int) -> str | None:
+    """What is wrong with one referenced data file (local path or URL), or None."""
+    if not (fs.exists(full) if fs is not None else Path(full).exists()):
+        return f"data file missing: {rel}"
+    actual = fs.size(full) if fs is not None else Path(full).stat().st_size
+    if actual != size:
+        return f"data file {rel} has {actual} bytes, the log recorded {size}"
+    try:
+        if fs is None:
+            pq.read_metadata(full)
+        else:
+            with fs.open(full, "rb") as f:
+                pq.read_metadata(f)
+    except Exception as exc:  # pyarrow raises several types for a bad footer
+        return f"data file {rel} is unreadable: {exc}"
+    return None
+
+
+def _check_files(store: Store, report: VerifyReport, fs: Any) -> dict[str, list[str]]:
     good: dict[str, list[str]] = {}
     for name in TABLES:
         actions = store.add_actions(name)
-        root = Path(store.table_uri(name))
+        root = store.table_uri(name)
         referenced: set[str] = set()
         paths = actions.column("path").to_pylist() if actions.num_rows else []
         sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
         ok_files: list[str] = []
         for rel, size in zip(paths, sizes, strict=True):
-            full = root / rel
-            referenced.add(os.path.normpath(str(full)))
+            full = f"{root}/{rel}" if store.remote else str(Path(root) / rel)
+            referenced.add(os.path.normpath(rel))
             report.files += 1
-            if not full.exists():
-                report.problems.append(f"{name}: data file missing: {rel}")
+            problem = _file_problem(fs, full, rel, size)
+            if problem is not None:
+                report.problems.append(f"{name}: {problem}")
                 continue
-            actual = full.stat().st_size
-            if actual != size:
-                report.problems.append(
-                    f"{name}: data file {rel} has {actual} bytes, the log recorded {size}"
-                )
-                continue
-            try:
-                pq.read_metadata(full)
-            except Exception as exc:  # pyarrow raises several types for a bad footer
-                report.problems.append(f"{name}: data file {rel} is unreadable: {exc}")
-                continue
-            ok_files.append(str(full))
+            ok_files.append(full)
         good[name] = ok_files
-        unreferenced = [
-            p for p in root.rglob("*.parquet") if os.path.normpath(str(p)) not in referenced
-        ]
+        unreferenced = _data_files(fs, root) - referenced
         if unreferenced:
             report.notes.append(
                 f"{name}: {len(unreferenced)} unreferenced data file(s) from failed commits "
@@ -90,11 +109,14 @@ def _check_files(store: Store, report: VerifyReport) -> dict[str, list[str]]:
 def verify(store: Store) -> VerifyReport:
     """Check the warehouse; see the module docstring."""
     report = VerifyReport()
-    files = _check_files(store, report)
+    fs = store.filesystem() if store.remote else None
+    files = _check_files(store, report, fs)
     if report.problems:
         return report
     con = duckdb.connect()
     try:
+        if fs is not None:
+            con.register_filesystem(fs)
         runs = con.read_parquet(files["runs"], hive_partitioning=True) if files["runs"] else None
         if runs is None:
             return report

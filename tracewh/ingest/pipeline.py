@@ -34,7 +34,7 @@ from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
 from tracewh.schema import INGEST_LOG, RUNS
-from tracewh.store import Store
+from tracewh.store import DuplicateRunError, Store
 
 INGEST_SQL = SQL_DIR / "ingest"
 NAMES_SQL = SQL_DIR / "05_names.sql"
@@ -194,6 +194,12 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
                     events=n_events, bytes=size, seconds=time.perf_counter() - t0,
                     anomalies=anomalies,
                 )
+    except DuplicateRunError:  # object stores: the same bytes, committed concurrently
+        result = FileResult(
+            str(path), "skipped", run_id,
+            error=f"already ingested by a concurrent ingest (run {run_id})",
+            bytes=size, seconds=time.perf_counter() - t0,
+        )
     except TracewhError as exc:
         result = FileResult(
             str(path), "failed", run_id, error=str(exc), bytes=size,
