@@ -117,6 +117,8 @@ def handwritten() -> list[Case]:
                                      "args": {"a": "x", "b": None, "c": [1], "d": 1e300}}),
              expect="ok"),
         Case("unknown_phases", _doc(_ev(ph="Z"), _ev(ph=7), _ev(ph="")), expect="ok"),
+        Case("phase_not_a_string", _doc(_ev(ph=[]), _ev(ph={"x": 1}), _ev(ph=None)), expect="ok",
+             detail="other_ph:[]"),
         Case("duplicate_keys", _doc('{"ph": "X", "ph": "X", "name": "a", "name": "b", "ts": 1, '
                                     '"ts": 2, "dur": 3, "pid": 1, "tid": 1}'), expect="ok"),
         Case("deep_args", _doc(f'{{"ph": "X", "name": "d", "ts": 1, "dur": 1, "pid": 1, "tid": 1, '

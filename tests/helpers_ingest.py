@@ -79,10 +79,10 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
         elif ph in ("s", "t", "f"):
             out["flows"] += 1
         elif ph == "M":
-            args = ev.get("args") or {}
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             value = args.get("name", args.get("labels"))
             key = [ev.get("pid"), ev.get("tid"), ev.get("name"), value, args.get("sort_index")]
-            thread_rows.add(json.dumps(key, sort_keys=True))
+            thread_rows.add(json.dumps(key, sort_keys=True, default=str))
         elif ph == "C":
             args = ev.get("args")  # a non-object args becomes one series {"_args": ...}
             out["counters"] += len(args) if isinstance(args, dict) else int(args is not None)

@@ -301,6 +301,8 @@ def prepare_events(
         else:
             if "dur" in ev:
                 del ev["dur"]
+            if ph is not None and type(ph) is not str:
+                ev["ph"] = ph = dumps(ph, anomalies)  # a mistyped phase: its JSON text
             if ph in _FLOW_PHASES:
                 fid = ev.get("id")
                 if type(fid) is not int or not I64_MIN <= fid <= I64_MAX:
@@ -313,8 +315,6 @@ def prepare_events(
                 if ph is None:
                     anomalies["missing_ph"] += 1
                 else:
-                    if type(ph) is not str:
-                        ev["ph"] = ph = dumps(ph, anomalies)
                     anomalies[f"other_ph:{ph[:8]}"] += 1
             scope = ev.get("s")
             if scope is not None and type(scope) is not str:
