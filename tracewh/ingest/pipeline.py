@@ -27,13 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracewh import __version__
-from tracewh.db import SQL_DIR
 from tracewh.errors import TraceFormatError, TracewhError
 from tracewh.ingest.commit import copy_and_commit
 from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
 from tracewh.schema import INGEST_LOG, RUNS
+from tracewh.sqlfiles import SQL_DIR
 from tracewh.store import DuplicateRunError, Store
 
 INGEST_SQL = SQL_DIR / "ingest"
