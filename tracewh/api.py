@@ -162,7 +162,9 @@ class Warehouse:
         files = self.store.table("runs").file_uris()
         if not files:
             raise EmptyWarehouseError(self.root)
-        con = self._connect_files({"runs": files}, apply=False)
+        # the prepared catalog holds every other table as an empty placeholder: no other
+        # Delta log is read and nothing is bound but this query
+        con = self._connect_files({"runs": files})
         try:
             return _run(con, query, params)
         finally:

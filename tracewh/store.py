@@ -223,10 +223,14 @@ class Store:
         ``runs`` is read first: child rows of every run it lists were committed
         before it, so they are in the child snapshots read afterwards. With
         ``days``, child tables keep only the files of those ``day`` partitions
-        (partition pruning from the log, without opening any file).
+        (partition pruning from the log, without opening any file) and
+        ``ingest_log`` is left out.
         """
         files: dict[str, list[str]] = {}
         for name in ("runs", *[n for n in TABLES if n != "runs"]):
+            if days is not None and name == "ingest_log":
+                files[name] = []  # per-run analyses never read the ingest log
+                continue
             if days is None or not TABLES[name].is_run_child:
                 files[name] = self.table(name).file_uris()
                 continue
