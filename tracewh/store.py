@@ -204,6 +204,9 @@ class Store:
                         name=name,
                         description=spec.doc,
                         storage_options=self.options,
+                        # a checkpoint every 10 commits: opening a table replays at most
+                        # 9 JSON commits (one ingest is one commit per table)
+                        configuration={"delta.checkpointInterval": "10"},
                     )
                 except (DeltaError, OSError) as exc:
                     if not DeltaTable.is_deltatable(uri, self.options):
