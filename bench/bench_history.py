@@ -9,7 +9,8 @@ per-kernel noise of a few percent, ``flash_fwd`` 30% slower over the last 3 nigh
 
 * ``Warehouse.history(kernel="flash_fwd")`` (end to end: Delta log, partition pruning,
   DuckDB views) vs one bare DuckDB query over the same Parquet files computing the same
-  series (step time, GPU idle fraction, calls and time per step of the matched kernels);
+  series (step time, GPU idle fraction, calls and time per step of the matched kernels:
+  the same columns and values, checked before timing);
 * ``Warehouse.check()`` of the latest run vs one bare query computing the same median/MAD
   comparison for the latest run against its 7 previous nights.
 
@@ -27,7 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pyarrow as pa
+from polars.testing import assert_frame_equal
 
 from tracewh.api import Warehouse
 from tracewh.schema import GPU_OPS, RUNS, STEPS
@@ -76,12 +79,15 @@ m AS (
       AND (contains(lower(name), 'flash_fwd') OR contains(lower(short_name), 'flash_fwd'))
     GROUP BY run_id
 )
-SELECT r.day, r.start_ns, r.run_id, r.job, r.rank, coalesce(sr.n, 0) AS n_steps, sr.step_ns,
-       idle.i / idle.w AS gpu_idle_fraction, m.kernels, m.calls,
-       m.calls / greatest(coalesce(sr.n, 0), 1) AS calls_per_step,
-       m.total / greatest(coalesce(sr.n, 0), 1) AS time_per_step_ns, m.total / m.calls AS mean_ns
+SELECT r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, coalesce(sr.n, 0) AS n_steps,
+       coalesce(sr.step_ns, r.end_ns - r.start_ns) AS step_ns,
+       idle.i / nullif(idle.w, 0) AS gpu_idle_fraction,
+       coalesce(m.kernels, 0) AS kernels, coalesce(m.calls, 0) AS calls,
+       coalesce(m.calls, 0) / greatest(coalesce(sr.n, 0), 1) AS calls_per_step,
+       coalesce(m.total, 0) / greatest(coalesce(sr.n, 0), 1) AS time_per_step_ns,
+       m.total / m.calls AS mean_ns
 FROM r LEFT JOIN sr USING (run_id) LEFT JOIN idle USING (run_id) LEFT JOIN m USING (run_id)
-ORDER BY r.start_ns
+ORDER BY r.start_ns, r.rank, r.run_id
 """
 
 #: run_check for the latest run (baseline 7, threshold 10%, 3 MADs, 0.1 ms) by hand.
@@ -210,8 +216,9 @@ def main() -> None:
         return run
 
     h = wh.history(kernel="flash_fwd")
-    bare_h = bare(BARE_HISTORY)()
-    assert h.height == len(bare_h) == N_RUNS  # type: ignore[arg-type]
+    bare_h = pl.DataFrame(bare(BARE_HISTORY)(), schema=h.columns, orient="row")
+    assert h.height == N_RUNS
+    assert_frame_equal(h, bare_h, check_dtypes=False)  # the same rows, columns and values
     report = wh.check()
     bare_c = [r for r in bare(BARE_CHECK)() if r[-1]]  # type: ignore[attr-defined]
     found = sorted((f.metric_kind, f.metric) for f in report.regressions)

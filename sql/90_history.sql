@@ -19,8 +19,22 @@
 --            mean_ns (total_ns / calls), calls_per_step (calls / step_divisor),
 --            time_per_step_ns (total_ns / step_divisor)
 --
+-- run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL)  (table macro)
+--   grain: one row per run with GPU ops with a duration (day >= since, a DATE; NULL: all).
+--   columns: run_id, gpu_op_ns (summed durations of its GPU ops), devices (devices with an op
+--            of positive duration; 0 when none has one, and then the GPU time columns are
+--            NULL), gpu_window_ns, gpu_busy_ns, gpu_idle_ns, host_wait_ns, kernel_wait_ns,
+--            other_wait_ns (as run_gpu_time), gpu_busy_fraction, gpu_idle_fraction
+--            (gpu_busy_ns, gpu_idle_ns / gpu_window_ns), kernels (distinct names of the
+--            matched ops), calls, total_ns (count and summed durations of the matched ops; 0
+--            and NULL when none matched)
+--   Matched ops as in metric_history (all ops with a duration when both patterns are NULL).
+--   The one definition of a run's GPU time: run_gpu_time, run_metrics and metric_history
+--   read it. Every column comes from one scan of gpu_ops, and the pattern is applied before
+--   the per-device window, so a history costs one pass over the ops, not one per metric.
+--
 -- run_gpu_time  (view)
---   grain: one row per run with GPU ops.
+--   grain: one row per run with GPU ops of positive duration (run_gpu_summary, devices > 0).
 --   columns: run_id, devices, gpu_window_ns (sum over devices of first op start to last op
 --            end), gpu_busy_ns (sum over devices of the union of op intervals; ops with a
 --            positive duration, as gpu_time_breakdown), gpu_idle_ns (gpu_window_ns -
@@ -35,7 +49,8 @@
 --            step_divisor, step_ns, gpu_op_per_step_ns (summed GPU op durations / step_divisor),
 --            gpu_busy_per_step_ns, gpu_idle_per_step_ns, host_wait_per_step_ns,
 --            kernel_wait_per_step_ns, other_wait_per_step_ns (run_gpu_time / step_divisor),
---            gpu_busy_fraction, gpu_idle_fraction (gpu_busy_ns, gpu_idle_ns / gpu_window_ns)
+--            gpu_busy_fraction, gpu_idle_fraction (gpu_busy_ns, gpu_idle_ns / gpu_window_ns;
+--            all from run_gpu_summary)
 --
 -- tw_label_values(labels_json, keys)  (scalar macro)
 --   the values of the labels `keys` (a list of label names) in labels_json, as a list (NULL
@@ -64,7 +79,8 @@
 --            time_per_step_ns, mean_ns (of the matched GPU ops; 0 calls when none ran)
 --   Matched ops: kernel_pattern is a pattern on the op name or short_name, case-insensitive, a
 --   glob when it holds any of * ? [ and a substring otherwise; category_name an exact category
---   (case-insensitive); both NULL: every GPU op; both set: ops matching both.
+--   (case-insensitive); both NULL: every GPU op; both set: ops matching both. run_steps for
+--   the steps, run_gpu_summary for the idle fraction and the matched ops.
 
 CREATE OR REPLACE VIEW run_steps AS
 WITH w AS (
@@ -114,27 +130,49 @@ SELECT
 FROM g
 JOIN run_steps s ON s.run_id = g.run_id;
 
-CREATE OR REPLACE VIEW run_gpu_time AS
-WITH d AS (
+CREATE OR REPLACE MACRO run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL) AS TABLE
+WITH o AS (
+    -- one scan of gpu_ops serves every column; the match is evaluated here, on the scanned
+    -- (dictionary-encoded) names, before the sort of the window below
     SELECT
-        run_id, device, ts_ns, ts_ns + dur_ns AS end_ns, launch_ts_ns,
-        max(ts_ns + dur_ns) OVER (
+        run_id, device, event_index, ts_ns, dur_ns, launch_ts_ns,
+        dur_ns > 0 AND ts_ns IS NOT NULL AS timed,
+        (kernel_pattern IS NULL OR CASE
+            WHEN regexp_matches(kernel_pattern, '[*?\[]')
+                THEN lower(name) GLOB lower(kernel_pattern)
+                    OR lower(short_name) GLOB lower(kernel_pattern)
+            ELSE contains(lower(name), lower(kernel_pattern))
+                OR contains(lower(short_name), lower(kernel_pattern))
+         END)
+        AND (category_name IS NULL OR lower(category) = lower(category_name)) AS matched,
+        name
+    FROM gpu_ops
+    WHERE dur_ns IS NOT NULL
+      AND (CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE))
+),
+g AS MATERIALIZED (
+    SELECT
+        run_id, device, ts_ns, dur_ns, launch_ts_ns, timed, matched,
+        CASE WHEN matched THEN name END AS matched_name,
+        -- latest end among the earlier ops of the device with a positive duration (the
+        -- others end nowhere: their end is NULL here and max() skips it)
+        max(CASE WHEN timed THEN ts_ns + dur_ns END) OVER (
             PARTITION BY run_id, device ORDER BY ts_ns, event_index
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ) AS prev_end_ns
-    FROM gpu_ops
-    WHERE dur_ns > 0 AND ts_ns IS NOT NULL
+    FROM o
 ),
-g AS (
+gaps AS (
     SELECT
-        *,
+        run_id, device, ts_ns, ts_ns + dur_ns AS end_ns,
         greatest(ts_ns - prev_end_ns, 0) AS gap_ns,
         CASE  -- the rule of gap_kinds, kernel_wait_threshold_ns = 30000
             WHEN launch_ts_ns > prev_end_ns THEN 'host_wait'
             WHEN ts_ns - prev_end_ns < 30000 THEN 'kernel_wait'
             ELSE 'other'
         END AS kind
-    FROM d
+    FROM g
+    WHERE timed
 ),
 dev AS (
     SELECT
@@ -144,43 +182,65 @@ dev AS (
         coalesce(sum(gap_ns) FILTER (WHERE kind = 'host_wait'), 0) AS host_wait_ns,
         coalesce(sum(gap_ns) FILTER (WHERE kind = 'kernel_wait'), 0) AS kernel_wait_ns,
         coalesce(sum(gap_ns) FILTER (WHERE kind = 'other'), 0) AS other_wait_ns
-    FROM g
+    FROM gaps
     GROUP BY run_id, device
-)
-SELECT
-    run_id,
-    count(*) AS devices,
-    CAST(sum(window_ns) AS BIGINT) AS gpu_window_ns,
-    CAST(sum(window_ns - idle_ns) AS BIGINT) AS gpu_busy_ns,
-    CAST(sum(idle_ns) AS BIGINT) AS gpu_idle_ns,
-    CAST(sum(host_wait_ns) AS BIGINT) AS host_wait_ns,
-    CAST(sum(kernel_wait_ns) AS BIGINT) AS kernel_wait_ns,
-    CAST(sum(other_wait_ns) AS BIGINT) AS other_wait_ns
-FROM dev
-GROUP BY run_id;
-
-CREATE OR REPLACE VIEW run_metrics AS
-WITH ops AS (
-    SELECT run_id, CAST(sum(dur_ns) AS BIGINT) AS gpu_op_ns
-    FROM gpu_ops
-    WHERE dur_ns IS NOT NULL
+),
+t AS (
+    SELECT
+        run_id,
+        count(*) AS devices,
+        CAST(sum(window_ns) AS BIGINT) AS gpu_window_ns,
+        CAST(sum(window_ns - idle_ns) AS BIGINT) AS gpu_busy_ns,
+        CAST(sum(idle_ns) AS BIGINT) AS gpu_idle_ns,
+        CAST(sum(host_wait_ns) AS BIGINT) AS host_wait_ns,
+        CAST(sum(kernel_wait_ns) AS BIGINT) AS kernel_wait_ns,
+        CAST(sum(other_wait_ns) AS BIGINT) AS other_wait_ns
+    FROM dev
+    GROUP BY run_id
+),
+m AS (
+    SELECT
+        run_id,
+        CAST(sum(dur_ns) AS BIGINT) AS gpu_op_ns,
+        count(DISTINCT matched_name) AS kernels,
+        count(*) FILTER (WHERE matched) AS calls,
+        CAST(sum(dur_ns) FILTER (WHERE matched) AS BIGINT) AS total_ns
+    FROM g
     GROUP BY run_id
 )
 SELECT
+    m.run_id, m.gpu_op_ns,
+    coalesce(t.devices, 0) AS devices,
+    t.gpu_window_ns, t.gpu_busy_ns, t.gpu_idle_ns,
+    t.host_wait_ns, t.kernel_wait_ns, t.other_wait_ns,
+    t.gpu_busy_ns / nullif(t.gpu_window_ns, 0) AS gpu_busy_fraction,
+    t.gpu_idle_ns / nullif(t.gpu_window_ns, 0) AS gpu_idle_fraction,
+    m.kernels, m.calls, m.total_ns
+FROM m
+LEFT JOIN t ON t.run_id = m.run_id;
+
+CREATE OR REPLACE VIEW run_gpu_time AS
+SELECT
+    run_id, devices, gpu_window_ns, gpu_busy_ns, gpu_idle_ns,
+    host_wait_ns, kernel_wait_ns, other_wait_ns
+FROM run_gpu_summary()
+WHERE devices > 0;
+
+CREATE OR REPLACE VIEW run_metrics AS
+SELECT
     r.run_id, r.day, r.start_ns, r.job, r.rank, r.device_name, r.backend, r.labels_json,
     s.n_steps, s.step_divisor, s.step_ns,
-    coalesce(o.gpu_op_ns, 0) / s.step_divisor AS gpu_op_per_step_ns,
+    coalesce(g.gpu_op_ns, 0) / s.step_divisor AS gpu_op_per_step_ns,
     g.gpu_busy_ns / s.step_divisor AS gpu_busy_per_step_ns,
     g.gpu_idle_ns / s.step_divisor AS gpu_idle_per_step_ns,
     g.host_wait_ns / s.step_divisor AS host_wait_per_step_ns,
     g.kernel_wait_ns / s.step_divisor AS kernel_wait_per_step_ns,
     g.other_wait_ns / s.step_divisor AS other_wait_per_step_ns,
-    g.gpu_busy_ns / nullif(g.gpu_window_ns, 0) AS gpu_busy_fraction,
-    g.gpu_idle_ns / nullif(g.gpu_window_ns, 0) AS gpu_idle_fraction
+    g.gpu_busy_fraction,
+    g.gpu_idle_fraction
 FROM runs r
 JOIN run_steps s ON s.run_id = r.run_id
-LEFT JOIN ops o ON o.run_id = r.run_id
-LEFT JOIN run_gpu_time g ON g.run_id = r.run_id;
+LEFT JOIN run_gpu_summary() g ON g.run_id = r.run_id;
 
 CREATE OR REPLACE MACRO tw_label_values(labels_json, keys) AS
     list_transform(
@@ -237,34 +297,18 @@ WHERE age >= 1
 ORDER BY age;
 
 CREATE OR REPLACE MACRO metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL) AS TABLE
-WITH m AS (
-    SELECT
-        run_id,
-        count(DISTINCT name) AS kernels,
-        count(*) AS calls,
-        CAST(sum(dur_ns) AS BIGINT) AS total_ns
-    FROM gpu_ops
-    WHERE dur_ns IS NOT NULL
-      AND (CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE))
-      AND (kernel_pattern IS NULL OR CASE
-            WHEN regexp_matches(kernel_pattern, '[*?\[]')
-                THEN lower(name) GLOB lower(kernel_pattern)
-                    OR lower(short_name) GLOB lower(kernel_pattern)
-            ELSE contains(lower(name), lower(kernel_pattern))
-                OR contains(lower(short_name), lower(kernel_pattern))
-          END)
-      AND (category_name IS NULL OR lower(category) = lower(category_name))
-    GROUP BY run_id
-)
 SELECT
-    r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, r.n_steps, r.step_ns,
-    r.gpu_idle_fraction,
-    coalesce(m.kernels, 0) AS kernels,
-    coalesce(m.calls, 0) AS calls,
-    coalesce(m.calls, 0) / r.step_divisor AS calls_per_step,
-    coalesce(m.total_ns, 0) / r.step_divisor AS time_per_step_ns,
-    m.total_ns / m.calls AS mean_ns
-FROM run_metrics r
-LEFT JOIN m ON m.run_id = r.run_id
+    r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, s.n_steps, s.step_ns,
+    g.gpu_idle_fraction,
+    coalesce(g.kernels, 0) AS kernels,
+    coalesce(g.calls, 0) AS calls,
+    coalesce(g.calls, 0) / s.step_divisor AS calls_per_step,
+    coalesce(g.total_ns, 0) / s.step_divisor AS time_per_step_ns,
+    g.total_ns / nullif(g.calls, 0) AS mean_ns
+FROM runs r
+JOIN run_steps s ON s.run_id = r.run_id
+LEFT JOIN run_gpu_summary(
+    kernel_pattern := kernel_pattern, category_name := category_name, since := since
+) g ON g.run_id = r.run_id
 WHERE CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE)
 ORDER BY r.start_ns, r.rank, r.run_id;

@@ -141,6 +141,64 @@ def test_run_gpu_time_by_hand_and_parity_with_breakdown() -> None:
     assert m["gpu_idle_fraction"] == pytest.approx(g["gpu_idle_ns"] / g["gpu_window_ns"])
 
 
+# TIMELINE plus ops that have a duration but no place on the timeline: a zero-duration op
+# inside device 0's host-wait gap (it must not split it), one without a start, one without a
+# duration (left out everywhere), and on device 1 a zero-duration op named like device 0's
+# "a" (counted once among the distinct names). Run Z has only a zero-duration op; run N none.
+EDGES = [
+    *TIMELINE,
+    _op("R", "zero", 200, 0),
+    _op("R", "lost", None, 7, category="attention"),
+    _op("R", "nodur", 10, None),
+    _op("R", "a", 5, 0, device=1),
+    _op("Z", "z", 0, 0),
+]
+
+
+@pytest.fixture(scope="module")
+def edges_con() -> Any:
+    return warehouse(runs=[{"run_id": "N"}], gpu_ops=EDGES)
+
+
+def test_gpu_time_ignores_ops_off_the_timeline(edges_con: Any) -> None:
+    con = edges_con
+    g = query(con, "SELECT * FROM run_gpu_time ORDER BY run_id")
+    assert g["run_id"].to_list() == ["R"]  # Z has no op of positive duration, N no op
+    r = g.row(0, named=True)
+    assert (r["devices"], r["gpu_window_ns"], r["gpu_busy_ns"]) == (2, 400 + 40_020, 260)
+    assert (r["host_wait_ns"], r["kernel_wait_ns"], r["other_wait_ns"]) == (150, 10, 40_000)
+    m = {r["run_id"]: r for r in query(con, "SELECT * FROM run_metrics").iter_rows(named=True)}
+    assert m["R"]["gpu_op_per_step_ns"] == 100 + 100 + 50 + 40 + 10 + 10 + 7
+    assert m["R"]["gpu_idle_fraction"] == pytest.approx(40_160 / 40_420)
+    for run in ("Z", "N"):
+        assert m[run]["gpu_op_per_step_ns"] == 0
+        assert m[run]["gpu_busy_per_step_ns"] is None and m[run]["gpu_idle_fraction"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [  # per run: kernels, calls, time_per_step_ns, mean_ns (no steps: per run)
+        ("", {"R": (8, 9, 317, 317 / 9), "Z": (1, 1, 0, 0.0), "N": (0, 0, 0, None)}),
+        ("kernel_pattern := 'A'", {"R": (1, 2, 100, 50.0), "Z": (0, 0, 0, None)}),
+        ("kernel_pattern := '[ab]'", {"R": (2, 3, 200, 200 / 3)}),
+        ("category_name := 'ATTENTION'", {"R": (1, 1, 7, 7.0)}),
+        ("kernel_pattern := 'l*', category_name := 'gemm'", {"R": (0, 0, 0, None)}),
+    ],
+)
+def test_metric_history_by_hand(
+    edges_con: Any, args: str, want: dict[str, tuple[Any, ...]]
+) -> None:
+    got = query(edges_con, f"SELECT * FROM metric_history({args})")
+    assert sorted(got["run_id"]) == ["N", "R", "Z"]
+    rows = {r["run_id"]: r for r in got.iter_rows(named=True)}
+    for run, (kernels, calls, per_step, mean) in want.items():
+        r = rows[run]
+        assert (r["kernels"], r["calls"], r["time_per_step_ns"]) == (kernels, calls, per_step)
+        assert r["mean_ns"] == (None if mean is None else pytest.approx(mean)), run
+    assert rows["R"]["gpu_idle_fraction"] == pytest.approx(40_160 / 40_420)
+    assert rows["Z"]["gpu_idle_fraction"] is None
+
+
 # ------------------------------------------------------------- comparable / check
 
 DAY0 = dt.date(2025, 1, 1)
@@ -233,6 +291,7 @@ def test_new_views_run_on_an_empty_warehouse() -> None:
         "SELECT * FROM run_steps", "SELECT * FROM run_group_metrics", "SELECT * FROM run_gpu_time",
         "SELECT * FROM run_metrics", "SELECT * FROM comparable_runs('x')",
         "SELECT * FROM run_baselines(['x'])", "SELECT * FROM metric_history()",
+        "SELECT * FROM run_gpu_summary(kernel_pattern := 'x', since := DATE '2025-01-01')",
         "SELECT * FROM run_diff('a', 'b')", "SELECT * FROM run_compare('a', 'b')",
         "SELECT * FROM run_window_values(['x'])", "SELECT * FROM run_check(['x'])",
         "SELECT tw_label_values('{\"a\": \"1\"}', ['a', 'b'])",
