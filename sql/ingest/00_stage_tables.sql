@@ -67,7 +67,7 @@ CREATE OR REPLACE TEMP MACRO tw_i64_label(x) AS
          THEN CAST(x AS VARCHAR) END;
 CREATE OR REPLACE TEMP MACRO tw_triple(l) AS CASE WHEN len(l) = 3 THEN l END;
 CREATE OR REPLACE TEMP MACRO tw_bad(v, args, path) AS
-    v IS NULL AND coalesce(json_type(args, path), 'NULL') <> 'NULL';
+    CASE WHEN v IS NULL THEN coalesce(json_type(args, path), 'NULL') <> 'NULL' ELSE false END;
 CREATE OR REPLACE TEMP MACRO tw_bad_triple(l, args, path) AS
-    (l IS NULL OR len(l) <> 3 OR list_count(l) <> 3)
-    AND coalesce(json_type(args, path), 'NULL') <> 'NULL';
+    CASE WHEN l IS NULL OR len(l) <> 3 OR list_count(l) <> 3
+         THEN coalesce(json_type(args, path), 'NULL') <> 'NULL' ELSE false END;

@@ -5,6 +5,7 @@
 --
 -- t_steps  one row per ProfilerStep#N span (the longest span per N)
 -- t_rt     one row per runtime / driver API call (launches, syncs, ...)
+-- t_gpu0   one row per GPU op: all its staged columns, in event order (the output's rows)
 -- t_gpu    one row per GPU op with launch_index (event_index of its runtime call)
 --          and link_method: correlation id, then ac2g flow, then External id
 -- t_launch one row per linked launch with its innermost enclosing CPU operator
@@ -13,7 +14,8 @@
 -- t_gpu_place one row per GPU op: launch_index, link_method, place_ts (launch start
 --          where linked, else its own start)
 -- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
--- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, typed args
+-- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, typed args,
+--          in event order (21_out_gpu_ops.sql reads both in event_index slices)
 
 CREATE OR REPLACE TEMP TABLE t_steps AS
 SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
@@ -34,9 +36,10 @@ FROM s_ev
 WHERE cat IN ('cuda_runtime', 'cuda_driver', 'Runtime', 'mtia_runtime', 'hip_runtime');
 
 CREATE OR REPLACE TEMP TABLE t_gpu0 AS
-SELECT event_index, pid, tid, ts_ns, correlation, external_id
+SELECT *
 FROM s_ev
-WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events');
+WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events')
+ORDER BY event_index;
 
 -- 1. correlation id (one runtime call per id: the earliest)
 CREATE OR REPLACE TEMP TABLE t_by_corr AS
@@ -151,7 +154,7 @@ SELECT cat, name,
        tw_short_name(name) AS short_name,
        tw_category(name, cat) AS category,
        tw_memcpy_kind(name) AS memcpy_kind
-FROM (SELECT DISTINCT e.cat, e.name FROM s_ev e SEMI JOIN t_gpu0 g USING (event_index));
+FROM (SELECT DISTINCT cat, name FROM t_gpu0);
 
 -- the time that places an event in the --steps window and in a step: a GPU op is
 -- placed by its launch call where linked, every other event by its own start
@@ -198,6 +201,7 @@ LEFT JOIN t_op o ON o.event_index = l.op_index;
 CREATE OR REPLACE TEMP TABLE t_gpu_link AS
 SELECT k.*, a.* EXCLUDE (event_index)
 FROM t_gpu_link1 k
-LEFT JOIN s_gpu a ON a.event_index = k.event_index;
+LEFT JOIN s_gpu a ON a.event_index = k.event_index
+ORDER BY k.event_index;
 DROP TABLE t_gpu_link0;
 DROP TABLE t_gpu_link1;

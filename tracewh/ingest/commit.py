@@ -9,6 +9,11 @@ DuckDB writes into the ingest's local staging folder and the file is uploaded
 (fsspec) to the same relative path before the commit. A crash between the
 write and the commit leaves an unreferenced file, invisible to readers and
 removed by vacuum.
+
+A table whose rows come from a wide join (``gpu_ops``) is written in slices of
+``event_index`` instead: each slice's query streams Arrow batches into one
+``pyarrow`` Parquet writer, so the join's memory is bounded by the slice while
+the run still gets one file per table.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction
 
@@ -47,6 +54,30 @@ def _select_list(table: str) -> str:
     return ", ".join(cols)
 
 
+def _write_slices(
+    con: Any,
+    table: str,
+    query: str,
+    params: dict[str, Any],
+    slices: Sequence[tuple[int, int]],
+    out: Path,
+    row_group: int,
+) -> int:
+    """Write the rows of each slice of ``query`` into one Parquet file; their count."""
+    spec = TABLES[table]
+    schema = pa.schema([f for f in spec.schema if f.name not in spec.partition_by])
+    sql = f"SELECT {_select_list(table)} FROM ({query})"
+    n = 0
+    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+        for lo, hi in slices:
+            reader = con.sql(sql, params={**params, "slice_lo": lo, "slice_hi": hi})
+            for batch in reader.to_arrow_reader(row_group):
+                if batch.num_rows:
+                    writer.write_batch(batch.cast(schema), row_group_size=row_group)
+                    n += batch.num_rows
+    return n
+
+
 def copy_and_commit(
     store: Store,
     con: Any,
@@ -57,8 +88,13 @@ def copy_and_commit(
     day: date,
     run_id: str,
     ingest_id: str,
+    slices: Sequence[tuple[int, int]] | None = None,
 ) -> int:
-    """Append the rows of ``query`` (all in partition ``day``) to ``table``; their count."""
+    """Append the rows of ``query`` (all in partition ``day``) to ``table``; their count.
+
+    With ``slices``, ``query`` takes ``$slice_lo``/``$slice_hi`` and is run once
+    per (lo, hi), its rows written in that order into the same file.
+    """
     spec = TABLES[table]
     part = f"day={day.isoformat()}"
     name = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
@@ -72,11 +108,14 @@ def copy_and_commit(
     out.parent.mkdir(parents=True, exist_ok=True)
     # DuckDB's Parquet writer buffers a row group per thread: size them by width
     row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.schema)))
-    sql = (
-        f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
-        f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
-    )
-    n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
+    if slices is None:
+        sql = (
+            f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
+        )
+        n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
+    else:
+        n = _write_slices(con, table, query, params, slices, out, row_group)
     if n == 0:
         out.unlink(missing_ok=True)
         return 0

@@ -37,7 +37,7 @@ MIN_SPLIT_BYTES = 16 << 20
 class Staged:
     """A staged trace: part databases with their event-index offsets."""
 
-    parts: list[tuple[str, int]]  # (database file, offset of its first event_index)
+    parts: list[tuple[str, int]]  # (folder of its staged Parquet files, offset of its first event)
     events: int
     anomalies: Counter[str] = field(default_factory=Counter)
     metadata: dict[str, Any] = field(default_factory=dict)

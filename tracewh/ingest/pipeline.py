@@ -32,6 +32,7 @@ from tracewh.ingest.commit import copy_and_commit
 from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
+from tracewh.ingest.shred import STAGING_TABLES
 from tracewh.schema import INGEST_LOG, RUNS
 from tracewh.sqlfiles import SQL_DIR
 from tracewh.store import DuplicateRunError, Store
@@ -270,32 +271,35 @@ def _discard(store: Store, ingest_id: str) -> None:
         delete_ingest(store, ingest_id)
 
 
-_STAGING_TABLES = ("ev", "py", "gpu", "inst", "cnt", "flow", "thr")
-
-
 def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
     """DuckDB over the staged parts: ``s_*`` views with global event indices, linkage."""
     tmp = staging / "duckdb_tmp"
     tmp.mkdir(exist_ok=True)
     con = duckdb.connect(config={"memory_limit": options.memory_limit, "threads": 2})
-    con.execute("SET temp_directory = ?", [str(tmp)])
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("CREATE TEMP TABLE t_parts (part INTEGER, off BIGINT)")
-    for k, (db, off) in enumerate(staged.parts):
-        con.execute(f"ATTACH ? AS p{k} (READ_ONLY)", [db])
-        con.execute("INSERT INTO t_parts VALUES (?, ?)", [k, off])
-    for name in _STAGING_TABLES:
-        selects = [
-            f"SELECT * FROM p{k}.{name}"
-            if name == "thr" or k == 0
-            else f"SELECT * REPLACE (event_index + (SELECT off FROM t_parts WHERE part = {k})"
-            f" AS event_index) FROM p{k}.{name}"
-            for k in range(len(staged.parts))
-        ]
-        con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
-    con.execute(NAMES_SQL.read_text(encoding="utf-8"))
-    con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
+    try:
+        con.execute("SET temp_directory = ?", [str(tmp)])
+        con.execute("SET preserve_insertion_order = false")
+        for name in STAGING_TABLES:
+            selects = []
+            for k, (folder, off) in enumerate(staged.parts):
+                rel = _parquet_glob(Path(folder) / name)
+                selects.append(
+                    f"SELECT * FROM {rel}"
+                    if name == "thr" or k == 0
+                    else f"SELECT * REPLACE (event_index + {int(off)} AS event_index) FROM {rel}"
+                )
+            con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
+        con.execute(NAMES_SQL.read_text(encoding="utf-8"))
+        con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _parquet_glob(folder: Path) -> str:
+    """``read_parquet('<folder>/*.parquet')``, the path quoted as a SQL string literal."""
+    return "read_parquet('" + str(folder / "*.parquet").replace("'", "''") + "')"
 
 
 def _int(value: Any) -> int | None:
@@ -359,6 +363,23 @@ def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
     return rows[0][0], max(r[1] for r in rows)
 
 
+#: GPU ops per slice of the ``gpu_ops`` output (bounds the output join's memory).
+GPU_SLICE_ROWS = 8_192
+
+
+def _gpu_slices(con: Any) -> list[tuple[int, int]]:
+    """``event_index`` ranges of about :data:`GPU_SLICE_ROWS` GPU ops each, in order."""
+    edges = [
+        int(r[0])
+        for r in con.execute(
+            "SELECT event_index FROM (SELECT event_index, row_number() OVER (ORDER BY event_index)"
+            " - 1 AS k FROM t_gpu0) WHERE k % $n = 0 ORDER BY event_index",
+            {"n": GPU_SLICE_ROWS},
+        ).fetchall()
+    ]
+    return list(zip(edges, [*edges[1:], I64_MAX], strict=False))
+
+
 def _derive_and_commit(
     store: Store,
     con: Any,
@@ -401,7 +422,8 @@ def _derive_and_commit(
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         used = {k: v for k, v in params.items() if f"${k}" in query}
         written[table] = copy_and_commit(
-            store, con, table, query, used, day=day, run_id=run_id, ingest_id=ingest_id
+            store, con, table, query, used, day=day, run_id=run_id, ingest_id=ingest_id,
+            slices=_gpu_slices(con) if table == "gpu_ops" else None,
         )
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept

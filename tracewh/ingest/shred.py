@@ -1,4 +1,4 @@
-"""Stage one part of a trace into a DuckDB database file, fast.
+"""Stage one part of a trace into DuckDB staging tables, fast.
 
 The parse (ijson's C backend) is the floor; on top of it each event gets only
 the small fix-up of :func:`tracewh.ingest.rows.prepare_events`. Batches of
@@ -8,6 +8,15 @@ which DuckDB (C++, without the GIL) types and routes it into the staging
 tables of ``sql/ingest/00_stage_tables.sql``. At most one chunk is being
 shredded while the next is written, so memory and scratch disk are bounded by
 the chunk size, never by the file size.
+
+The staging tables live in an in-memory DuckDB database and hold one chunk
+at a time: after each chunk is routed, every table is written to
+``<folder>/<table>/chunk-<n>.parquet`` (lz4) and emptied. Staged rows are thus
+columnar and compressed on disk as soon as they are shredded: memory stays
+bounded by the chunk, nothing is spilled or written twice (a DuckDB database
+file writes every row to its WAL and again at checkpoint; an in-memory one
+spills uncompressed once it is full), and the linkage step reads only the
+columns it needs with ``read_parquet`` (:mod:`tracewh.ingest.pipeline`).
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ class PartResult:
     """What staging one part of a trace produced (picklable, returned by workers)."""
 
     part: int
-    db: str
+    db: str  # folder holding ``<table>/*.parquet``
     events: int = 0
     anomalies: dict[str, int] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -130,6 +139,7 @@ class _Chunks:
             self._con.execute(self._chunk_sql, {"file": str(path)})
             self._con.execute(self._shred_sql)
             self._con.execute("DROP TABLE c")
+            flush_tables(self._con, self._folder, path.stem)
         finally:
             path.unlink(missing_ok=True)
 
@@ -151,17 +161,43 @@ class _Chunks:
         self._pool.shutdown()
 
 
-def connect_part(db: Path, *, memory_limit: str) -> Any:
-    """A DuckDB connection on a part's staging database, tables and macros created."""
+#: The staging tables of ``sql/ingest/00_stage_tables.sql`` (``anom`` stays in memory).
+STAGING_TABLES = ("ev", "py", "gpu", "inst", "cnt", "flow", "thr")
+
+
+def flush_tables(con: Any, folder: Path, name: str, *, empty: bool = False) -> None:
+    """Write each non-empty staging table to ``folder/<table>/<name>.parquet``, empty it.
+
+    With ``empty``, every table is written, rows or not (its schema for readers).
+    """
+    for table in STAGING_TABLES:
+        if not empty and not con.execute(f"SELECT EXISTS (FROM {table})").fetchall()[0][0]:
+            continue
+        out = folder / table
+        out.mkdir(exist_ok=True)
+        con.execute(
+            f"COPY {table} TO $out (FORMAT parquet, COMPRESSION lz4_raw)",
+            {"out": str(out / f"{name}.parquet")},
+        )
+        con.execute(f"TRUNCATE {table}")
+
+
+def connect_stage(folder: Path, *, memory_limit: str) -> Any:
+    """An in-memory DuckDB connection with empty staging tables, spilling into ``folder``."""
     con = duckdb.connect(
-        str(db),
-        config={"memory_limit": memory_limit, "threads": 1, "preserve_insertion_order": False},
+        config={"memory_limit": memory_limit, "threads": 1, "preserve_insertion_order": True},
     )
-    tmp = db.parent / f"{db.stem}_tmp"
-    tmp.mkdir(exist_ok=True)
-    con.execute("SET temp_directory = ?", [str(tmp)])
-    con.execute((INGEST_SQL / "00_stage_tables.sql").read_text(encoding="utf-8"))
-    con.executemany("INSERT INTO t_gpu_cats VALUES (?)", [[c] for c in sorted(GPU_OP_CATEGORIES)])
+    try:
+        tmp = folder / "duckdb_tmp"
+        tmp.mkdir(exist_ok=True)
+        con.execute("SET temp_directory = ?", [str(tmp)])
+        con.execute((INGEST_SQL / "00_stage_tables.sql").read_text(encoding="utf-8"))
+        con.executemany(
+            "INSERT INTO t_gpu_cats VALUES (?)", [[c] for c in sorted(GPU_OP_CATEGORIES)]
+        )
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -178,12 +214,13 @@ def stage_part(
 ) -> PartResult:
     """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``.
 
-    Raises :class:`~tracewh.errors.TraceFormatError` for an unreadable part.
+    Every staging table gets at least one (possibly empty) file, so readers
+    always find its columns. Raises :class:`~tracewh.errors.TraceFormatError`
+    for an unreadable part.
     """
-    db = folder / f"part-{part:03d}.duckdb"
     anomalies: Counter[str] = Counter()
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
-    con = connect_part(db, memory_limit=memory_limit)
+    con = connect_stage(folder, memory_limit=memory_limit)
     sink = _Chunks(con, folder, chunk_events=chunk_events, anomalies=anomalies)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # events are acyclic; the collector only slows the parse down
@@ -193,7 +230,7 @@ def stage_part(
         sink.finish()
         for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
             anomalies[key] += int(count)
-        con.execute("CHECKPOINT")
+        flush_tables(con, folder, "schema", empty=True)
     except BaseException:
         sink.abort()
         raise
@@ -203,7 +240,7 @@ def stage_part(
         con.close()
     return PartResult(
         part=part,
-        db=str(db),
+        db=str(folder),
         events=n,
         anomalies=dict(anomalies),
         metadata=stream.metadata,
