@@ -5,7 +5,7 @@
 --
 -- t_steps  one row per ProfilerStep#N span (the longest span per N)
 -- t_rt     one row per runtime / driver API call (launches, syncs, ...)
--- t_gpu0   one row per GPU op: all its staged columns, in event order (the output's rows)
+-- t_gpu0   one row per GPU op: the columns linkage needs
 -- t_gpu    one row per GPU op with launch_index (event_index of its runtime call)
 --          and link_method: correlation id, then ac2g flow, then External id
 -- t_launch one row per linked launch with its innermost enclosing CPU operator
@@ -15,7 +15,7 @@
 --          where linked, else its own start)
 -- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
 -- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, typed args,
---          in event order (21_out_gpu_ops.sql reads both in event_index slices)
+--          in event order (21_out_gpu_ops.sql reads it in event_index slices)
 
 CREATE OR REPLACE TEMP TABLE t_steps AS
 SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
@@ -36,10 +36,9 @@ FROM s_ev
 WHERE cat IN ('cuda_runtime', 'cuda_driver', 'Runtime', 'mtia_runtime', 'hip_runtime');
 
 CREATE OR REPLACE TEMP TABLE t_gpu0 AS
-SELECT *
+SELECT event_index, cat, name, pid, tid, ts_ns, correlation, external_id
 FROM s_ev
-WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events')
-ORDER BY event_index;
+WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events');
 
 -- 1. correlation id (one runtime call per id: the earliest)
 CREATE OR REPLACE TEMP TABLE t_by_corr AS
@@ -205,3 +204,17 @@ LEFT JOIN s_gpu a ON a.event_index = k.event_index
 ORDER BY k.event_index;
 DROP TABLE t_gpu_link0;
 DROP TABLE t_gpu_link1;
+
+-- free what the output queries do not read (they keep t_rt, t_gpu, t_gpu0, t_steps,
+-- t_names, t_place and t_gpu_link), so those stay in memory instead of spilling
+DROP TABLE t_by_corr;
+DROP TABLE t_by_flow;
+DROP TABLE t_by_ext;
+DROP TABLE t_cpu;
+DROP TABLE t_bounds;
+DROP TABLE t_levels;
+DROP TABLE t_launch0;
+DROP TABLE t_launch;
+DROP TABLE t_op;
+DROP TABLE t_gpu_place;
+DROP TABLE t_gpu_step;

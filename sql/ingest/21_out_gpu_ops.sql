@@ -1,6 +1,8 @@
 -- rows of `gpu_ops` for one run whose event_index is in [$slice_lo, $slice_hi)
 -- (params: $run_id, $ingest_id, $day, $base_ns, $lo_ns, $hi_ns, $slice_lo, $slice_hi);
--- written a slice at a time, so the join's memory is bounded by the slice
+-- written a slice at a time, so the join's memory is bounded by the slice.
+-- s_ev_slice: the staged `ph: X` rows of that slice (a view tracewh.ingest.pipeline
+-- sets per slice, so the event_index bounds prune the staged Parquet files)
 SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        e.event_index, e.cat, e.name, e.pid, e.tid, e.pid_label, e.tid_label,
        e.ts_ns + $base_ns AS ts_ns, e.dur_ns, e.correlation, e.external_id, e.stream, e.device,
@@ -16,9 +18,8 @@ SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        x.op_input_dims, x.op_external_id,
        CAST(NULL AS VARCHAR) AS module_path,
        x.step
-FROM t_gpu0 e
+FROM s_ev_slice e
 JOIN t_gpu_link x USING (event_index)
 LEFT JOIN t_names n ON n.cat IS NOT DISTINCT FROM e.cat AND n.name IS NOT DISTINCT FROM e.name
 WHERE tw_keep(x.place_ts, $lo_ns, $hi_ns)
-  AND e.event_index >= $slice_lo AND e.event_index < $slice_hi
   AND x.event_index >= $slice_lo AND x.event_index < $slice_hi

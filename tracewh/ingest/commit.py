@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ def _write_slices(
     slices: Sequence[tuple[int, int]],
     out: Path,
     row_group: int,
+    on_slice: Callable[[int, int], None] | None,
 ) -> int:
     """Write the rows of each slice of ``query`` into one Parquet file; their count."""
     spec = TABLES[table]
@@ -70,6 +71,8 @@ def _write_slices(
     n = 0
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:
         for lo, hi in slices:
+            if on_slice is not None:
+                on_slice(lo, hi)
             reader = con.sql(sql, params={**params, "slice_lo": lo, "slice_hi": hi})
             for batch in reader.to_arrow_reader(row_group):
                 if batch.num_rows:
@@ -89,11 +92,13 @@ def copy_and_commit(
     run_id: str,
     ingest_id: str,
     slices: Sequence[tuple[int, int]] | None = None,
+    on_slice: Callable[[int, int], None] | None = None,
 ) -> int:
     """Append the rows of ``query`` (all in partition ``day``) to ``table``; their count.
 
     With ``slices``, ``query`` takes ``$slice_lo``/``$slice_hi`` and is run once
-    per (lo, hi), its rows written in that order into the same file.
+    per (lo, hi), its rows written in that order into the same file;
+    ``on_slice(lo, hi)`` runs before each slice's query.
     """
     spec = TABLES[table]
     part = f"day={day.isoformat()}"
@@ -115,7 +120,7 @@ def copy_and_commit(
         )
         n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
     else:
-        n = _write_slices(con, table, query, params, slices, out, row_group)
+        n = _write_slices(con, table, query, params, slices, out, row_group, on_slice)
     if n == 0:
         out.unlink(missing_ok=True)
         return 0

@@ -252,6 +252,7 @@ def _ingest_locked(
                 run_id=run_id, ingest_id=ingest_id, replace=replace,
                 base=dict(path=path, sha=sha, size=size, labels=labels,
                           n_events=staged.events, anomalies=staged.anomalies),
+                parts=staged.parts,
             )
         finally:
             con.close()
@@ -364,7 +365,7 @@ def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
 
 
 #: GPU ops per slice of the ``gpu_ops`` output (bounds the output join's memory).
-GPU_SLICE_ROWS = 8_192
+GPU_SLICE_ROWS = 32_768
 
 
 def _gpu_slices(con: Any) -> list[tuple[int, int]]:
@@ -380,6 +381,27 @@ def _gpu_slices(con: Any) -> list[tuple[int, int]]:
     return list(zip(edges, [*edges[1:], I64_MAX], strict=False))
 
 
+def _slice_view(con: Any, parts: list[tuple[str, int]], lo: int, hi: int) -> None:
+    """(Re)define ``s_ev_slice``: the staged ``ev`` rows with ``lo <= event_index < hi``.
+
+    The bounds are literals relative to each part, so DuckDB prunes the
+    staged Parquet files and row groups outside the slice.
+    """
+    ends = [off for _, off in parts[1:]] + [I64_MAX]
+    selects = []
+    for (folder, off), end in zip(parts, ends, strict=True):
+        if hi <= off or lo >= end:
+            continue
+        selects.append(
+            f"SELECT * REPLACE (event_index + {int(off)} AS event_index) "
+            f"FROM {_parquet_glob(Path(folder) / 'ev')} "
+            f"WHERE event_index >= {int(lo - off)} AND event_index < {int(min(hi, end) - off)}"
+        )
+    if not selects:  # no part overlaps: an empty slice
+        selects.append("SELECT * FROM s_ev WHERE false")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW s_ev_slice AS {' UNION ALL '.join(selects)}")
+
+
 def _derive_and_commit(
     store: Store,
     con: Any,
@@ -390,6 +412,7 @@ def _derive_and_commit(
     ingest_id: str,
     replace: bool,
     base: Mapping[str, Any],
+    parts: list[tuple[str, int]],
 ) -> dict[str, Any]:
     anomalies: Counter[str] = base["anomalies"]
     cur = con.execute((INGEST_SQL / "30_summary.sql").read_text(encoding="utf-8"))
@@ -424,6 +447,7 @@ def _derive_and_commit(
         written[table] = copy_and_commit(
             store, con, table, query, used, day=day, run_id=run_id, ingest_id=ingest_id,
             slices=_gpu_slices(con) if table == "gpu_ops" else None,
+            on_slice=(lambda lo, hi: _slice_view(con, parts, lo, hi)) if table == "gpu_ops" else None,
         )
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
