@@ -92,7 +92,7 @@ class IngestOptions:
     batch_rows: int = 50_000
     memory_limit: str = "192MB"
     parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
-    stage_memory_limit: str = "128MB"
+    stage_memory_limit: str = "96MB"
     min_split_bytes: int = 16 << 20
 
 
@@ -365,7 +365,7 @@ def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
 
 
 #: GPU ops per slice of the ``gpu_ops`` output (bounds the output join's memory).
-GPU_SLICE_ROWS = 32_768
+GPU_SLICE_ROWS = 16_384
 
 
 def _gpu_slices(con: Any) -> list[tuple[int, int]]:
