@@ -14,6 +14,10 @@ per-kernel noise of a few percent, ``flash_fwd`` 30% slower over the last 3 nigh
 * ``Warehouse.check()`` of the latest run vs one bare query computing the same median/MAD
   comparison for the latest run against its 7 previous nights.
 
+Each pair is timed in ``REPEAT`` interleaved rounds (tracewh and the bare query back to
+back, alternating which goes first) so that load changes on a shared machine hit both alike;
+the table prints the median time of each, their ratio, and the median of the per-round ratios.
+
 Targets (issue 5): overhead <= 1.5x the bare query, each well under a second.
 """
 
@@ -39,7 +43,7 @@ from tracewh.synth import SynthConfig, write_trace
 BENCH = Path("data/bench")
 N_RUNS = 365
 REG_NIGHTS = 3
-REPEAT = 5
+REPEAT = 21  # interleaved pairs per query (an odd count: the medians are samples)
 START = dt.date(2024, 1, 1)
 
 _COPY_OPS = """
@@ -184,13 +188,35 @@ def _build(root: Path) -> None:
     (root / "BUILT").write_text("ok\n")
 
 
+def _once(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def _time(fn: Callable[[], object]) -> float:
-    samples = []
-    for _ in range(REPEAT):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    """Median seconds of ``REPEAT`` calls of ``fn``."""
+    return statistics.median(_once(fn) for _ in range(REPEAT))
+
+
+def _time_pairs(
+    ours: Callable[[], object], theirs: Callable[[], object]
+) -> tuple[float, float, float]:
+    """``REPEAT`` interleaved pairs: each runs ``ours`` and ``theirs`` back to back,
+    alternating which goes first, so a change of load on a shared machine hits both
+    series alike. Returns the median seconds of each and the median of the per-pair
+    ratios ``ours / theirs``."""
+    t_ours: list[float] = []
+    t_theirs: list[float] = []
+    for i in range(REPEAT):
+        if i % 2 == 0:
+            t_ours.append(_once(ours))
+            t_theirs.append(_once(theirs))
+        else:
+            t_theirs.append(_once(theirs))
+            t_ours.append(_once(ours))
+    ratios = [a / b for a, b in zip(t_ours, t_theirs, strict=True)]
+    return statistics.median(t_ours), statistics.median(t_theirs), statistics.median(ratios)
 
 
 def main() -> None:
@@ -233,12 +259,14 @@ def main() -> None:
         ("history(kernel)", lambda: wh.history(kernel="flash_fwd"), bare(BARE_HISTORY)),
         ("check(latest)", lambda: wh.check(), bare(BARE_CHECK)),
     ):
-        t_ours, t_bare = _time(ours), _time(theirs)
-        rows.append((label, t_ours, t_bare, t_ours / t_bare))
+        t_ours, t_bare, pair_ratio = _time_pairs(ours, theirs)
+        rows.append((label, t_ours, t_bare, t_ours / t_bare, pair_ratio))
     t_conn = _time(connect_only)
-    print(f"{'query':16} {'tracewh s':>10} {'bare s':>8} {'ratio':>6}")
-    for label, t_ours, t_bare, ratio in rows:
-        print(f"{label:16} {t_ours:10.3f} {t_bare:8.3f} {ratio:6.2f}")
+    print(f"{REPEAT} interleaved pairs per query (alternating which runs first); ratio: median "
+          "tracewh s / median bare s, pair ratio: median of the per-pair ratios")  # fmt: skip
+    print(f"{'query':16} {'tracewh s':>10} {'bare s':>8} {'ratio':>6} {'pair ratio':>10}")
+    for label, t_ours, t_bare, ratio, pair_ratio in rows:
+        print(f"{label:16} {t_ours:10.3f} {t_bare:8.3f} {ratio:6.2f} {pair_ratio:10.2f}")
     print(f"fixed cost of one tracewh connection (runs only, every sql/ view): {t_conn:.3f} s")
     print("targets: ratio <= 1.5 (tracewh vs bare DuckDB), each well under 1 s")
 

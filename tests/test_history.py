@@ -168,6 +168,8 @@ def test_parse_since_and_threshold() -> None:
     assert parse_since("90d", today=today) == today - dt.timedelta(days=90)
     assert parse_since("2W", today=today) == dt.date(2025, 6, 16)
     assert parse_since("2025-01-02") == dt.date(2025, 1, 2)
+    assert parse_since(dt.datetime(2025, 1, 2, 23, 30)) == dt.date(2025, 1, 2)
+    assert type(parse_since(dt.datetime(2025, 1, 2, 23, 30))) is dt.date
     for bad in ("90", "d", "-3d", "2025-13-01", "soon"):
         with pytest.raises(UsageError):
             parse_since(bad, today=today)

@@ -5,10 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import statistics
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
-from fixtures import query, warehouse
+from fixtures import query, rows_table, warehouse
+from polars.testing import assert_frame_equal
+
+from tracewh.api import Warehouse
 
 # ----------------------------------------------------------------------------- diff
 
@@ -297,3 +302,35 @@ def test_new_views_run_on_an_empty_warehouse() -> None:
         "SELECT tw_label_values('{\"a\": \"1\"}', ['a', 'b'])",
     ):  # fmt: skip
         con.execute(sql).fetchall()
+
+
+def test_history_since_reads_only_its_days_and_matches_the_full_history(tmp_path: Path) -> None:
+    # the check_con rows as a Delta warehouse: 8 nights x 3 runs, one partition per night
+    r1, o1, s1 = _runs_and_ops("m", "m")
+    r2, o2, s2 = _runs_and_ops("other", "o")
+    for r in r2:
+        r["start_ns"] += 1
+    wh = Warehouse(tmp_path / "wh")
+    wh.store.create()
+    wh.store.append("gpu_ops", lambda: rows_table("gpu_ops", o1 + o2))
+    wh.store.append("steps", lambda: rows_table("steps", s1 + s2))
+    wh.store.append("runs", lambda: rows_table("runs", r1 + r2))
+    calls = [{"kernel": "k_big"}, {"category": "elementwise"}, {"where": {"model": "m"}}]
+    full = [wh.history(**kw) for kw in calls]  # type: ignore[arg-type]
+    assert [f.height for f in full] == [16, 16, 8]
+    cuts = [DAY0 - dt.timedelta(days=1), DAY0, DAY0 + dt.timedelta(days=5),
+            DAY0 + dt.timedelta(days=7), DAY0 + dt.timedelta(days=30)]  # fmt: skip
+    for since in cuts:
+        nights = sum(r["day"] >= since for r in r1)  # one file per night and table
+        files = wh.store.snapshot_files(since=since)
+        assert len(files["gpu_ops"]) == len(files["steps"]) == nights
+        for kw, whole in zip(calls, full, strict=True):
+            got = wh.history(since=since, **kw)  # type: ignore[arg-type]
+            assert_frame_equal(got, whole.filter(pl.col("day") >= since))
+    # the partitions before `since` are not read at all: without them the answer is the same
+    for part in (tmp_path / "wh" / "tables").glob("*/day=2025-01-0[1-5]"):
+        for f in part.glob("*.parquet"):
+            f.unlink()
+    since = DAY0 + dt.timedelta(days=5)
+    got = wh.history(kernel="k_big", since=since)
+    assert_frame_equal(got, full[0].filter(pl.col("day") >= since))

@@ -116,16 +116,18 @@ class Warehouse:
         return compact(self.store, retain_hours=retain_hours)
 
     # ----------------------------------------------------------------- query
-    def connect(self, *, days: Collection[date] | None = None) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, *, days: Collection[date] | None = None, since: date | None = None
+    ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection over the current snapshot, with every ``sql/`` view.
 
-        With ``days``, run tables hold only those ``day`` partitions (``runs`` is
-        always whole): per-run analyses then cost the same whatever the
-        warehouse's size.
+        With ``days``, run tables hold only those ``day`` partitions, with ``since``
+        only the partitions of that day or later (``runs`` is always whole):
+        per-run analyses then cost the same whatever the warehouse's size.
         """
         self.store.require()
         try:
-            files = self.store.snapshot_files(days=days)
+            files = self.store.snapshot_files(days=days, since=since)
         except WarehouseError:
             raise
         except Exception as exc:  # delta-rs errors reading the log
@@ -145,12 +147,14 @@ class Warehouse:
         params: Sequence[Any] | Mapping[str, Any] | None = None,
         *,
         days: Collection[date] | None = None,
+        since: date | None = None,
     ) -> pl.DataFrame:
         """Run a SQL query over the warehouse views; a :class:`polars.DataFrame`.
 
-        ``days`` restricts the run tables to those partitions (see :meth:`connect`).
+        ``days`` restricts the run tables to those partitions, ``since`` to the
+        partitions of that day or later (see :meth:`connect`).
         """
-        con = self.connect(days=days)
+        con = self.connect(days=days, since=since)
         try:
             return _run(con, query, params)
         finally:

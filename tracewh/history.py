@@ -44,7 +44,7 @@ def parse_since(text: str | dt.date, *, today: dt.date | None = None) -> dt.date
     Parameters
     ----------
     text
-        What the user typed (or already a date).
+        What the user typed (or already a date; a datetime stands for its day).
     today
         The reference day of relative forms (default: today, UTC).
 
@@ -63,6 +63,8 @@ def parse_since(text: str | dt.date, *, today: dt.date | None = None) -> dt.date
     >>> parse_since("2w", today=dt.date(2025, 3, 15))
     datetime.date(2025, 3, 1)
     """
+    if isinstance(text, dt.datetime):
+        return text.date()  # its day: the partitions and the SQL compare days
     if isinstance(text, dt.date):
         return text
     m = _SINCE_RE.match(text)
@@ -150,11 +152,14 @@ def history(
 
     first = parse_since(since, today=today) if since is not None else None
     clauses, params = _where(where or {})
+    # a run's child rows lie in its own day partition: the partitions before `first` hold
+    # no row of a run metric_history keeps, so the connection leaves them out
     return wh.sql(
         "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c, since := $s) h "
         f"WHERE h.run_id IN (SELECT run_id FROM runs WHERE {clauses}) "
         "ORDER BY h.start_ns, h.rank, h.run_id",
         {**params, "k": kernel, "c": category, "s": first},
+        since=first,
     )
 
 

@@ -220,28 +220,32 @@ class Store:
         except TableNotFoundError as exc:
             raise WarehouseError(self.root, f"table {name} is missing") from exc
 
-    def snapshot_files(self, *, days: Collection[date] | None = None) -> dict[str, list[str]]:
+    def snapshot_files(
+        self, *, days: Collection[date] | None = None, since: date | None = None
+    ) -> dict[str, list[str]]:
         """Parquet files of the current snapshot of every table.
 
         ``runs`` is read first: child rows of every run it lists were committed
         before it, so they are in the child snapshots read afterwards. With
-        ``days``, child tables keep only the files of those ``day`` partitions
-        (partition pruning from the log, without opening any file) and
-        ``ingest_log`` is left out.
+        ``days``, child tables keep only the files of those ``day`` partitions;
+        with ``since``, only those of ``day >= since`` (both: both hold).
+        Either prunes partitions from the log, without opening any file, and
+        leaves ``ingest_log`` out.
         """
+        restricted = days is not None or since is not None
+        wanted = set(days) if days is not None else None
         files: dict[str, list[str]] = {}
         for name in ("runs", *[n for n in TABLES if n != "runs"]):
-            if days is not None and name == "ingest_log":
+            if restricted and name == "ingest_log":
                 files[name] = []  # per-run analyses never read the ingest log
                 continue
-            if days is None or not TABLES[name].is_run_child:
+            if not restricted or not TABLES[name].is_run_child:
                 files[name] = self.table(name).file_uris()
                 continue
             actions = self.add_actions(name)
             if actions.num_rows == 0:
                 files[name] = []
                 continue
-            wanted = set(days)
             root = self.table_uri(name)
             files[name] = [
                 f"{root}/{rel}"
@@ -250,7 +254,7 @@ class Store:
                     actions.column("partition.day").to_pylist(),
                     strict=True,
                 )
-                if day in wanted
+                if (wanted is None or day in wanted) and (since is None or day >= since)
             ]
         return files
 
