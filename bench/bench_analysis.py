@@ -7,7 +7,9 @@ ingests would leave them. Then, side by side in one process:
 
 * ``Warehouse.kernels`` / ``Warehouse.gaps`` (end to end: Delta log, run
   resolution, DuckDB views) vs the same aggregation as one bare DuckDB query
-  over the same Parquet files (``read_parquet(glob, hive_partitioning=true)``);
+  over the same Parquet files (``read_parquet(glob, hive_partitioning=true)``),
+  which returns the same columns and values (asserted before timing), timed in
+  interleaved rounds (:func:`bench.timing.time_pairs`);
 * the same tracewh call on the 10-run and on the 365-run warehouse.
 
 Targets (issue 4): tracewh ≤ 1.3x the bare query; 365 runs ≤ 2x 10 runs.
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +26,9 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from polars.testing import assert_frame_equal
 
+from bench.timing import median_time, time_pairs
 from tracewh.api import Warehouse
 from tracewh.schema import GPU_OPS, RUNS
 from tracewh.synth import SynthConfig, write_trace
@@ -33,7 +36,7 @@ from tracewh.synth import SynthConfig, write_trace
 BENCH = Path("data/bench")
 N_BIG = 365
 N_SMALL = 10
-REPEAT = 5
+REPEAT = 21  # interleaved rounds per query (odd: the medians are samples)
 
 BARE_RANKING = """
 SELECT name, count(*) AS calls, sum(dur_ns) AS total_ns, avg(dur_ns) AS mean_ns,
@@ -45,19 +48,37 @@ WHERE run_id = ? AND dur_ns IS NOT NULL
 GROUP BY name ORDER BY total_ns DESC, name
 """
 
+#: stream_gaps(run) written by hand over the Parquet files (the same columns and values).
 BARE_GAPS = """
-WITH ops AS (
-    SELECT device, stream, ts_ns, ts_ns + dur_ns AS end_ns,
+WITH o AS (
+    SELECT device, stream, ts_ns, ts_ns + dur_ns AS end_ns, launch_ts_ns,
            max(ts_ns + dur_ns) OVER (PARTITION BY device, stream ORDER BY ts_ns, event_index
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
     FROM read_parquet(?, hive_partitioning = true)
-    WHERE run_id = ? AND dur_ns IS NOT NULL
+    WHERE run_id = ? AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+),
+k AS (
+    SELECT *, greatest(ts_ns - prev_end_ns, 0) AS gap,
+           CASE WHEN greatest(ts_ns - prev_end_ns, 0) > 0 THEN
+               CASE WHEN launch_ts_ns > prev_end_ns THEN 'h'
+                    WHEN ts_ns - prev_end_ns < 30000 THEN 'k' ELSE 'o' END END AS kind
+    FROM o
+),
+s AS (
+    SELECT device, stream, count(*) AS ops, max(end_ns) - min(ts_ns) AS window_ns,
+           CAST(coalesce(sum(gap), 0) AS BIGINT) AS gap_ns,
+           quantile_cont(gap, 0.5) FILTER (WHERE kind IS NOT NULL) AS p50_gap_ns,
+           quantile_cont(gap, 0.95) FILTER (WHERE kind IS NOT NULL) AS p95_gap_ns,
+           max(gap) FILTER (WHERE kind IS NOT NULL) AS max_gap_ns,
+           CAST(coalesce(sum(gap) FILTER (WHERE kind = 'h'), 0) AS BIGINT) AS host_wait_ns,
+           CAST(coalesce(sum(gap) FILTER (WHERE kind = 'k'), 0) AS BIGINT) AS kernel_wait_ns,
+           CAST(coalesce(sum(gap) FILTER (WHERE kind = 'o'), 0) AS BIGINT) AS other_wait_ns
+    FROM k GROUP BY device, stream
 )
-SELECT device, stream, count(*) AS ops, max(end_ns) - min(ts_ns) AS window_ns,
-       sum(greatest(ts_ns - prev_end, 0)) AS gap_ns,
-       quantile_cont(ts_ns - prev_end, 0.5) FILTER (WHERE ts_ns > prev_end) AS p50_gap_ns,
-       max(ts_ns - prev_end) AS max_gap_ns
-FROM ops GROUP BY device, stream ORDER BY device, stream
+SELECT device, stream, ops, window_ns - gap_ns AS busy_ns, window_ns, gap_ns,
+       CASE WHEN window_ns > 0 THEN gap_ns / window_ns END AS idle_fraction,
+       p50_gap_ns, p95_gap_ns, max_gap_ns, host_wait_ns, kernel_wait_ns, other_wait_ns
+FROM s ORDER BY device, stream
 """
 
 
@@ -113,15 +134,6 @@ def _build(root: Path, n_runs: int) -> list[str]:
     return run_ids
 
 
-def _time(fn: Callable[[], object]) -> float:
-    samples = []
-    for _ in range(REPEAT):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def main() -> None:
     t0 = time.perf_counter()
     big_ids = _build(BENCH / f"analysis_wh_{N_BIG}", N_BIG)
@@ -144,6 +156,16 @@ def main() -> None:
                 con.close()
         return run
 
+    # each bare query returns what tracewh returns (checked before timing)
+    con = duckdb.connect()
+    try:
+        bare_ranking = con.sql(BARE_RANKING, params=[glob, target]).pl()
+        bare_gaps = con.sql(BARE_GAPS, params=[glob, target]).pl()
+    finally:
+        con.close()
+    assert_frame_equal(big.kernels(target), bare_ranking, check_dtypes=False)
+    assert_frame_equal(big.gaps(target), bare_gaps, check_dtypes=False)
+
     rows = []
     for label, ours, theirs, ours_small in (
         ("kernel ranking", lambda: big.kernels(target), bare(BARE_RANKING),
@@ -151,11 +173,16 @@ def main() -> None:
         ("stream gaps", lambda: big.gaps(target), bare(BARE_GAPS),
          lambda: small.gaps(small_target)),
     ):
-        t_ours, t_bare, t_small = _time(ours), _time(theirs), _time(ours_small)
-        rows.append((label, t_ours, t_bare, t_ours / t_bare, t_small, t_ours / t_small))
-    print(f"{'query':16} {'tracewh s':>10} {'bare s':>8} {'ratio':>6} {'10-run s':>9} {'365/10':>7}")
-    for label, t_ours, t_bare, ratio, t_small, scale in rows:
-        print(f"{label:16} {t_ours:10.3f} {t_bare:8.3f} {ratio:6.2f} {t_small:9.3f} {scale:7.2f}")
+        t_ours, t_bare, pair = time_pairs(ours, theirs, REPEAT)
+        t_small = median_time(ours_small, REPEAT)
+        rows.append((label, t_ours, t_bare, t_ours / t_bare, pair, t_small, t_ours / t_small))
+    print(f"{REPEAT} interleaved rounds per query (alternating which runs first); ratio: median "
+          "tracewh s / median bare s, pair ratio: median of the per-round ratios")
+    print(f"{'query':16} {'tracewh s':>10} {'bare s':>8} {'ratio':>6} {'pair ratio':>10} "
+          f"{'10-run s':>9} {'365/10':>7}")
+    for label, t_ours, t_bare, ratio, pair, t_small, scale in rows:
+        print(f"{label:16} {t_ours:10.3f} {t_bare:8.3f} {ratio:6.2f} {pair:10.2f} "
+              f"{t_small:9.3f} {scale:7.2f}")
     print("targets: ratio <= 1.3 (tracewh vs bare DuckDB), 365/10 <= 2.0")
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +35,7 @@ import polars as pl
 import pyarrow as pa
 from polars.testing import assert_frame_equal
 
+from bench.timing import median_time, time_pairs
 from tracewh.api import Warehouse
 from tracewh.schema import GPU_OPS, RUNS, STEPS
 from tracewh.synth import SynthConfig, write_trace
@@ -188,35 +188,16 @@ def _build(root: Path) -> None:
     (root / "BUILT").write_text("ok\n")
 
 
-def _once(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def _time(fn: Callable[[], object]) -> float:
     """Median seconds of ``REPEAT`` calls of ``fn``."""
-    return statistics.median(_once(fn) for _ in range(REPEAT))
+    return median_time(fn, REPEAT)
 
 
 def _time_pairs(
     ours: Callable[[], object], theirs: Callable[[], object]
 ) -> tuple[float, float, float]:
-    """``REPEAT`` interleaved pairs: each runs ``ours`` and ``theirs`` back to back,
-    alternating which goes first, so a change of load on a shared machine hits both
-    series alike. Returns the median seconds of each and the median of the per-pair
-    ratios ``ours / theirs``."""
-    t_ours: list[float] = []
-    t_theirs: list[float] = []
-    for i in range(REPEAT):
-        if i % 2 == 0:
-            t_ours.append(_once(ours))
-            t_theirs.append(_once(theirs))
-        else:
-            t_theirs.append(_once(theirs))
-            t_ours.append(_once(ours))
-    ratios = [a / b for a, b in zip(t_ours, t_theirs, strict=True)]
-    return statistics.median(t_ours), statistics.median(t_theirs), statistics.median(ratios)
+    """``REPEAT`` interleaved pairs (see :func:`bench.timing.time_pairs`)."""
+    return time_pairs(ours, theirs, REPEAT)
 
 
 def main() -> None:

@@ -72,41 +72,45 @@ FROM gpu_op_gaps
 WHERE run_id = run AND gap_ns > 0;
 
 CREATE OR REPLACE MACRO stream_gaps(run, kernel_wait_threshold_ns := 30000) AS TABLE
-WITH s AS (
+-- one pass over the run's ops: every figure is an aggregate of the same rows
+-- (the kinds are those of gap_kinds, given here only to positive gaps)
+WITH k AS (
+    SELECT
+        device, stream, ts_ns, end_ns, gap_ns,
+        CASE
+            WHEN gap_ns <= 0 OR gap_ns IS NULL THEN NULL
+            WHEN launch_ts_ns > prev_end_ns THEN 'host_wait'
+            WHEN gap_ns < kernel_wait_threshold_ns THEN 'kernel_wait'
+            ELSE 'other'
+        END AS kind
+    FROM gpu_op_gaps
+    WHERE run_id = run
+),
+s AS (
     SELECT
         device, stream,
         count(*) AS ops,
         max(end_ns) - min(ts_ns) AS window_ns,
-        CAST(coalesce(sum(gap_ns), 0) AS BIGINT) AS gap_ns
-    FROM gpu_op_gaps
-    WHERE run_id = run
-    GROUP BY device, stream
-),
-g AS (
-    SELECT
-        device, stream,
-        quantile_cont(gap_ns, 0.5) AS p50_gap_ns,
-        quantile_cont(gap_ns, 0.95) AS p95_gap_ns,
-        max(gap_ns) AS max_gap_ns,
+        CAST(coalesce(sum(gap_ns), 0) AS BIGINT) AS gap_ns,
+        quantile_cont(gap_ns, 0.5) FILTER (WHERE kind IS NOT NULL) AS p50_gap_ns,
+        quantile_cont(gap_ns, 0.95) FILTER (WHERE kind IS NOT NULL) AS p95_gap_ns,
+        max(gap_ns) FILTER (WHERE kind IS NOT NULL) AS max_gap_ns,
         CAST(coalesce(sum(gap_ns) FILTER (WHERE kind = 'host_wait'), 0) AS BIGINT) AS host_wait_ns,
         CAST(coalesce(sum(gap_ns) FILTER (WHERE kind = 'kernel_wait'), 0) AS BIGINT) AS kernel_wait_ns,
         CAST(coalesce(sum(gap_ns) FILTER (WHERE kind = 'other'), 0) AS BIGINT) AS other_wait_ns
-    FROM gap_kinds(run, kernel_wait_threshold_ns := kernel_wait_threshold_ns)
+    FROM k
     GROUP BY device, stream
 )
 SELECT
-    s.device, s.stream, s.ops,
-    s.window_ns - s.gap_ns AS busy_ns,
-    s.window_ns,
-    s.gap_ns,
-    CASE WHEN s.window_ns > 0 THEN s.gap_ns / s.window_ns END AS idle_fraction,
-    g.p50_gap_ns, g.p95_gap_ns, g.max_gap_ns,
-    coalesce(g.host_wait_ns, 0) AS host_wait_ns,
-    coalesce(g.kernel_wait_ns, 0) AS kernel_wait_ns,
-    coalesce(g.other_wait_ns, 0) AS other_wait_ns
+    device, stream, ops,
+    window_ns - gap_ns AS busy_ns,
+    window_ns,
+    gap_ns,
+    CASE WHEN window_ns > 0 THEN gap_ns / window_ns END AS idle_fraction,
+    p50_gap_ns, p95_gap_ns, max_gap_ns,
+    host_wait_ns, kernel_wait_ns, other_wait_ns
 FROM s
-LEFT JOIN g ON s.device IS NOT DISTINCT FROM g.device AND s.stream IS NOT DISTINCT FROM g.stream
-ORDER BY s.device, s.stream;
+ORDER BY device, stream;
 
 CREATE OR REPLACE MACRO idle_breakdown(run, kernel_wait_threshold_ns := 30000) AS TABLE
 WITH t AS (
