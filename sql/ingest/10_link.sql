@@ -14,8 +14,8 @@
 -- t_gpu_place one row per GPU op: launch_index, link_method, place_ts (launch start
 --          where linked, else its own start)
 -- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
--- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, typed args,
---          in event order (21_out_gpu_ops.sql reads it in event_index slices)
+-- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, in event
+--          order (21_out_gpu_ops.sql reads it in event_index slices, with the typed args)
 
 CREATE OR REPLACE TEMP TABLE t_steps AS
 SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
@@ -198,10 +198,7 @@ LEFT JOIN t_launch l ON l.launch_index = k.launch_index
 LEFT JOIN t_op o ON o.event_index = l.op_index;
 
 CREATE OR REPLACE TEMP TABLE t_gpu_link AS
-SELECT k.*, a.* EXCLUDE (event_index)
-FROM t_gpu_link1 k
-LEFT JOIN s_gpu a ON a.event_index = k.event_index
-ORDER BY k.event_index;
+SELECT * FROM t_gpu_link1 ORDER BY event_index;
 DROP TABLE t_gpu_link0;
 DROP TABLE t_gpu_link1;
 

@@ -1,16 +1,17 @@
 -- rows of `gpu_ops` for one run whose event_index is in [$slice_lo, $slice_hi)
 -- (params: $run_id, $ingest_id, $day, $base_ns, $lo_ns, $hi_ns, $slice_lo, $slice_hi);
 -- written a slice at a time, so the join's memory is bounded by the slice.
--- s_ev_slice: the staged `ph: X` rows of that slice (a view tracewh.ingest.pipeline
--- sets per slice, so the event_index bounds prune the staged Parquet files)
+-- s_ev_slice, s_gpu_slice: the staged `ph: X` rows and GPU op typed args of that slice
+-- (views tracewh.ingest.pipeline sets per slice, so the event_index bounds prune the
+-- staged Parquet files)
 SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        e.event_index, e.cat, e.name, e.pid, e.tid, e.pid_label, e.tid_label,
        e.ts_ns + $base_ns AS ts_ns, e.dur_ns, e.correlation, e.external_id, e.stream, e.device,
        e.args_json,
        n.op_kind, n.short_name, n.category, n.memcpy_kind,
-       x.grid_x, x.grid_y, x.grid_z, x.block_x, x.block_y, x.block_z,
-       x.registers_per_thread, x.shared_memory_bytes, x.blocks_per_sm, x.warps_per_sm,
-       x.occupancy_pct, x.bytes, x.bandwidth_gbps, x.context, x.graph_id, x.graph_node_id,
+       a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z,
+       a.registers_per_thread, a.shared_memory_bytes, a.blocks_per_sm, a.warps_per_sm,
+       a.occupancy_pct, a.bytes, a.bandwidth_gbps, a.context, a.graph_id, a.graph_node_id,
        x.link_method,
        x.launch_name, x.launch_ts_ns + $base_ns AS launch_ts_ns, x.launch_dur_ns,
        x.launch_pid, x.launch_tid,
@@ -20,6 +21,7 @@ SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        x.step
 FROM s_ev_slice e
 JOIN t_gpu_link x USING (event_index)
+LEFT JOIN s_gpu_slice a ON a.event_index = e.event_index
 LEFT JOIN t_names n ON n.cat IS NOT DISTINCT FROM e.cat AND n.name IS NOT DISTINCT FROM e.name
 WHERE tw_keep(x.place_ts, $lo_ns, $hi_ns)
   AND x.event_index >= $slice_lo AND x.event_index < $slice_hi

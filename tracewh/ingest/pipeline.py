@@ -90,7 +90,7 @@ class IngestOptions:
     force: bool = False
     job: str | None = None
     batch_rows: int = 50_000
-    memory_limit: str = "192MB"
+    memory_limit: str = "128MB"
     parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
     stage_memory_limit: str = "96MB"
     min_split_bytes: int = 16 << 20
@@ -382,24 +382,25 @@ def _gpu_slices(con: Any) -> list[tuple[int, int]]:
 
 
 def _slice_view(con: Any, parts: list[tuple[str, int]], lo: int, hi: int) -> None:
-    """(Re)define ``s_ev_slice``: the staged ``ev`` rows with ``lo <= event_index < hi``.
+    """(Re)define ``s_ev_slice`` / ``s_gpu_slice``: staged rows with ``lo <= event_index < hi``.
 
     The bounds are literals relative to each part, so DuckDB prunes the
     staged Parquet files and row groups outside the slice.
     """
     ends = [off for _, off in parts[1:]] + [I64_MAX]
-    selects = []
-    for (folder, off), end in zip(parts, ends, strict=True):
-        if hi <= off or lo >= end:
-            continue
-        selects.append(
-            f"SELECT * REPLACE (event_index + {int(off)} AS event_index) "
-            f"FROM {_parquet_glob(Path(folder) / 'ev')} "
-            f"WHERE event_index >= {int(lo - off)} AND event_index < {int(min(hi, end) - off)}"
-        )
-    if not selects:  # no part overlaps: an empty slice
-        selects.append("SELECT * FROM s_ev WHERE false")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW s_ev_slice AS {' UNION ALL '.join(selects)}")
+    for view, table in (("s_ev_slice", "ev"), ("s_gpu_slice", "gpu")):
+        selects = []
+        for (folder, off), end in zip(parts, ends, strict=True):
+            if hi <= off or lo >= end:
+                continue
+            selects.append(
+                f"SELECT * REPLACE (event_index + {int(off)} AS event_index) "
+                f"FROM {_parquet_glob(Path(folder) / table)} "
+                f"WHERE event_index >= {int(lo - off)} AND event_index < {int(min(hi, end) - off)}"
+            )
+        if not selects:  # no part overlaps: an empty slice
+            selects.append(f"SELECT * FROM s_{table} WHERE false")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {' UNION ALL '.join(selects)}")
 
 
 def _derive_and_commit(
