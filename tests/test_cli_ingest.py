@@ -119,6 +119,20 @@ def test_bad_options_exit_2(tmp_path: Path, batch: dict[str, Path], args: list[s
     assert message in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("name", ["wh[1]", "wh%20x"])
+def test_a_warehouse_path_delta_cannot_address_exits_2(
+    tmp_path: Path, batch: dict[str, Path], name: str
+) -> None:
+    """delta-rs panics on '[' / ']' and decodes %XX: refused up front, nothing written."""
+    wh = tmp_path / name / "wh"
+    for args in (["ingest", str(batch["good1"]), "-w", str(wh)], ["kernels", "-w", str(wh)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert "Delta Lake" in result.stderr and str(wh) in result.stderr
+        assert "Traceback" not in result.output and "Panic" not in result.output
+    assert not wh.exists()
+
+
 def test_missing_path_fails_and_the_rest_goes_on(tmp_path: Path, batch: dict[str, Path]) -> None:
     wh = str(tmp_path / "wh")
     missing = tmp_path / "nope.json.gz"

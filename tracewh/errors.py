@@ -110,6 +110,12 @@ class WarehouseNotFoundError(WarehouseError):
         super().__init__(root, "does not exist (create it with `tracewh ingest PATH -w ...`)")
 
 
+class WarehousePathError(WarehouseError):
+    """The warehouse path cannot hold a warehouse (characters Delta Lake cannot address)."""
+
+    exit_code = 2
+
+
 class RunNotFoundError(TracewhError):
     """A run selector matched no run (or matched several where one was required)."""
 

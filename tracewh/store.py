@@ -47,7 +47,12 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from tracewh.errors import BackendError, WarehouseError, WarehouseNotFoundError
+from tracewh.errors import (
+    BackendError,
+    WarehouseError,
+    WarehouseNotFoundError,
+    WarehousePathError,
+)
 from tracewh.schema import TABLES
 
 ReaderFactory = Callable[[], pa.RecordBatchReader | pa.Table]
@@ -169,8 +174,21 @@ class Store:
                 raise WarehouseError(self.root, f"cannot reach the object store: {exc}") from exc
         return (self.tables_dir / "runs" / "_delta_log").is_dir()
 
+    def _check_path(self) -> None:
+        """Refuse a local path delta-rs cannot address (it panics on ``[``/``]``, decodes ``%XX``)."""
+        if self.remote:
+            return
+        text = os.path.abspath(self.root)
+        if "[" in text or "]" in text or re.search(r"%[0-9A-Fa-f]{2}", text):
+            raise WarehousePathError(
+                self.root,
+                "the path contains '[', ']' or a %XX sequence, which Delta Lake (delta-rs) "
+                "cannot address: use another directory",
+            )
+
     def require(self) -> None:
         """Raise :class:`WarehouseNotFoundError` unless the warehouse exists."""
+        self._check_path()
         if self.remote and not self.exists():
             raise WarehouseNotFoundError(self.root)
         if not self.remote and not Path(self.root).exists():
@@ -181,6 +199,7 @@ class Store:
     # -------------------------------------------------------------- creation
     def create(self) -> None:
         """Create the directory layout and every (empty) table; idempotent, race-safe."""
+        self._check_path()
         try:
             for d in (self.staging_root, self.locks_dir) if self.remote else (
                 self.tables_dir, self.staging_root, self.locks_dir
