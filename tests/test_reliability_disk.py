@@ -89,6 +89,36 @@ def test_write_error_leaves_the_warehouse_unchanged(
     assert wh.verify().ok
 
 
+class PanicException(BaseException):
+    """Stands in for pyo3's PanicException (a BaseException), what a delta-rs panic raises."""
+
+
+def test_a_delta_rs_panic_fails_the_file_not_the_batch(
+    tmp_path: Path, traces: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracewh.ingest.pipeline as pipeline
+
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([traces["a"]]).ok
+    before = visible_state(wh.root)
+    real = pipeline.copy_and_commit
+
+    def panicking(*args: Any, **kwargs: Any) -> int:
+        if args[2] == "gpu_ops":
+            raise PanicException("called `Result::unwrap()` on an `Err` value")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "copy_and_commit", panicking)
+    report = wh.ingest([traces["b"], traces["medium"]])
+    assert [r.outcome for r in report.results] == ["failed", "failed"]  # the batch went on
+    assert "delta-rs panicked" in one_line_error(report.results[0], traces["b"])
+    assert visible_state(wh.root) == before
+    assert incomplete_runs(wh.root) == []
+    monkeypatch.undo()
+    assert wh.ingest([traces["b"]]).ok
+    assert wh.verify().ok
+
+
 _LIMITED = """
 import json, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-limit writes fail with EFBIG instead

@@ -220,6 +220,16 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
             f"({Path(where.filename).name}:{where.lineno})"[:500],
             bytes=size, seconds=time.perf_counter() - t0,
         )
+    except BaseException as exc:
+        # a Rust panic in delta-rs surfaces as pyo3's PanicException, a BaseException:
+        # one file's failure like any other, not the end of the batch
+        if type(exc).__name__ != "PanicException":
+            raise
+        result = FileResult(
+            str(path), "failed", run_id,
+            error=f"{path}: delta-rs panicked: {exc}".splitlines()[0][:500],
+            bytes=size, seconds=time.perf_counter() - t0,
+        )
     with contextlib.suppress(Exception):  # the log is best effort; the run is committed or not
         _log(store, result, sha, started)
     return result
