@@ -1,7 +1,10 @@
--- Staging tables of one part of one trace (a DuckDB database file per part).
--- Not an analysis view: created by tracewh.ingest.shred, filled by
--- 02_shred.sql, read by 10_link.sql through the s_* views over every part.
--- event_index is the position in the part; the reader adds the part's offset.
+-- Staging tables of one part of one trace: their columns and types. Not an analysis
+-- view: created (empty) by tracewh.ingest.shred in each part's in-memory DuckDB;
+-- 02_shred.sql writes each chunk's rows of table T straight to <part>/T/<chunk>.parquet
+-- with these columns, an empty <part>/T/schema.parquet is written from the table
+-- itself, and 10_link.sql reads them through the s_* views over every part
+-- (`anom` alone is filled in memory). event_index is the position in the part; the
+-- reader adds the part's offset.
 --
 -- ev    one row per `ph: X` event except python_function: base columns
 -- py    one row per python_function event: base columns, python ids

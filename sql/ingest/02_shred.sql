@@ -1,17 +1,27 @@
--- Route the chunk `c` (01_chunk.sql) into the staging tables (00_stage_tables.sql).
--- Not an analysis view, no params. Typed args are read with json_transform, which
--- gives NULL for a value that does not convert (the text stays in args_json); such
--- values of GPU op args are counted in `anom` as mistyped:<arg>.
+-- Route the chunk `c` (01_chunk.sql) into the staged tables (00_stage_tables.sql),
+-- each written straight to its own Parquet file: a statement per table, run one at a
+-- time by tracewh.ingest.shred with $out set to <part folder>/<table>/<chunk>.parquet
+-- (a file that gets no rows is removed). Not an analysis view. Columns and types are
+-- those of the staging table of the same name. Typed args are read with
+-- json_transform, which gives NULL for a value that does not convert (the text stays
+-- in args_json); such values of GPU op args are counted in `anom` as mistyped:<arg>.
 
-INSERT INTO ev
-SELECT _i, cat, name, tw_i64(pid), tw_i64(tid),
-       coalesce(pid_label, tw_i64_label(pid)), coalesce(tid_label, tw_i64_label(tid)),
-       ts, dur, _c, _e,
-       CASE WHEN _s IS NULL AND cat IN (SELECT cat FROM t_gpu_cats) THEN tw_i64(tid) ELSE _s END,
-       CASE WHEN _d IS NULL AND cat IN (SELECT cat FROM t_gpu_cats) THEN tw_i64(pid) ELSE _d END,
-       NULLIF(CAST(args AS VARCHAR), '{}')
-FROM c
-WHERE ph = 'X' AND cat IS DISTINCT FROM 'python_function';
+-- ev
+COPY (
+    SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
+           CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+           CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
+           CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
+           CAST(ts AS BIGINT) AS ts_ns, CAST(dur AS BIGINT) AS dur_ns,
+           CAST(_c AS BIGINT) AS correlation, CAST(_e AS BIGINT) AS external_id,
+           CAST(CASE WHEN _s IS NULL AND cat IN (SELECT cat FROM t_gpu_cats) THEN tw_i64(tid)
+                     ELSE _s END AS BIGINT) AS stream,
+           CAST(CASE WHEN _d IS NULL AND cat IN (SELECT cat FROM t_gpu_cats) THEN tw_i64(pid)
+                     ELSE _d END AS BIGINT) AS device,
+           CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json
+    FROM c
+    WHERE ph = 'X' AND cat IS DISTINCT FROM 'python_function'
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
 CREATE OR REPLACE TEMP TABLE g AS
 SELECT _i, args, json_transform(args, '{"grid": "BIGINT[]", "block": "BIGINT[]",
@@ -23,13 +33,26 @@ SELECT _i, args, json_transform(args, '{"grid": "BIGINT[]", "block": "BIGINT[]",
 FROM c
 WHERE ph = 'X' AND args IS NOT NULL AND cat IN (SELECT cat FROM t_gpu_cats);
 
-INSERT INTO gpu
-SELECT _i, tw_triple(a.grid)[1], tw_triple(a.grid)[2], tw_triple(a.grid)[3],
-       tw_triple(a.block)[1], tw_triple(a.block)[2], tw_triple(a.block)[3],
-       a."registers per thread", a."shared memory", a."blocks per SM", a."warps per SM",
-       a."est. achieved occupancy %", a.bytes, a."memory bandwidth (GB/s)", a.context,
-       a."graph id", a."graph node id"
-FROM g;
+-- gpu
+COPY (
+    SELECT CAST(_i AS BIGINT) AS event_index,
+           CAST(tw_triple(a.grid)[1] AS BIGINT) AS grid_x,
+           CAST(tw_triple(a.grid)[2] AS BIGINT) AS grid_y,
+           CAST(tw_triple(a.grid)[3] AS BIGINT) AS grid_z,
+           CAST(tw_triple(a.block)[1] AS BIGINT) AS block_x,
+           CAST(tw_triple(a.block)[2] AS BIGINT) AS block_y,
+           CAST(tw_triple(a.block)[3] AS BIGINT) AS block_z,
+           CAST(a."registers per thread" AS BIGINT) AS registers_per_thread,
+           CAST(a."shared memory" AS BIGINT) AS shared_memory_bytes,
+           CAST(a."blocks per SM" AS DOUBLE) AS blocks_per_sm,
+           CAST(a."warps per SM" AS DOUBLE) AS warps_per_sm,
+           CAST(a."est. achieved occupancy %" AS DOUBLE) AS occupancy_pct,
+           CAST(a.bytes AS BIGINT) AS bytes,
+           CAST(a."memory bandwidth (GB/s)" AS DOUBLE) AS bandwidth_gbps,
+           CAST(a.context AS BIGINT) AS context, CAST(a."graph id" AS BIGINT) AS graph_id,
+           CAST(a."graph node id" AS BIGINT) AS graph_node_id
+    FROM g
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
 -- typed args present (not null) that did not convert: mistyped:<arg> anomalies
 INSERT INTO anom
@@ -62,50 +85,82 @@ WHERE n > 0;
 
 DROP TABLE g;
 
-INSERT INTO py
-SELECT _i, cat, name, tw_i64(pid), tw_i64(tid),
-       coalesce(pid_label, tw_i64_label(pid)), coalesce(tid_label, tw_i64_label(tid)),
-       ts, dur, _c, _e, _s, _d, NULLIF(CAST(args AS VARCHAR), '{}'), _py, _pp
-FROM c
-WHERE ph = 'X' AND cat = 'python_function';
-
-INSERT INTO inst
-SELECT _i, ph, cat, name, tw_i64(pid), tw_i64(tid),
-       coalesce(pid_label, tw_i64_label(pid)), coalesce(tid_label, tw_i64_label(tid)),
-       ts, s, a.Bytes, a."Total Allocated", a."Total Reserved", a."Device Type",
-       a."Device Id", a.Addr, coalesce(NULLIF(CAST(args AS VARCHAR), '{}'), _raw)
-FROM (
-    SELECT *, json_transform(args, '{"Bytes": "BIGINT", "Total Allocated": "BIGINT",
-        "Total Reserved": "BIGINT", "Device Type": "BIGINT", "Device Id": "BIGINT",
-        "Addr": "BIGINT"}') AS a
+-- py
+COPY (
+    SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
+           CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+           CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
+           CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
+           CAST(ts AS BIGINT) AS ts_ns, CAST(dur AS BIGINT) AS dur_ns,
+           CAST(_c AS BIGINT) AS correlation, CAST(_e AS BIGINT) AS external_id,
+           CAST(_s AS BIGINT) AS stream, CAST(_d AS BIGINT) AS device,
+           CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json,
+           CAST(_py AS BIGINT) AS python_id, CAST(_pp AS BIGINT) AS python_parent_id
     FROM c
-    WHERE ph IS NULL OR ph NOT IN ('X', 's', 't', 'f', 'M', 'C')
-);
+    WHERE ph = 'X' AND cat = 'python_function'
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
-INSERT INTO cnt
-SELECT _i, cat, name, tw_i64(pid), tw_i64(tid), ts, e.key,
-       CASE WHEN json_type(e.value) IN ('BIGINT', 'UBIGINT', 'HUGEINT', 'DOUBLE', 'VARCHAR')
-            THEN TRY_CAST(json_extract_string(e.value, '$') AS DOUBLE) END
-FROM (
-    SELECT *, unnest(map_entries(json_transform(args, '"MAP(VARCHAR, JSON)"'))) AS e
+-- inst
+COPY (
+    SELECT CAST(_i AS BIGINT) AS event_index, CAST(ph AS VARCHAR) AS ph,
+           CAST(cat AS VARCHAR) AS cat, CAST(name AS VARCHAR) AS name,
+           tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+           CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
+           CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
+           CAST(ts AS BIGINT) AS ts_ns, CAST(s AS VARCHAR) AS scope,
+           CAST(a.Bytes AS BIGINT) AS bytes, CAST(a."Total Allocated" AS BIGINT) AS total_allocated,
+           CAST(a."Total Reserved" AS BIGINT) AS total_reserved,
+           CAST(a."Device Type" AS BIGINT) AS device_type,
+           CAST(a."Device Id" AS BIGINT) AS device_id, CAST(a.Addr AS BIGINT) AS addr,
+           CAST(coalesce(NULLIF(CAST(args AS VARCHAR), '{}'), _raw) AS VARCHAR) AS args_json
+    FROM (
+        SELECT *, json_transform(args, '{"Bytes": "BIGINT", "Total Allocated": "BIGINT",
+            "Total Reserved": "BIGINT", "Device Type": "BIGINT", "Device Id": "BIGINT",
+            "Addr": "BIGINT"}') AS a
+        FROM c
+        WHERE ph IS NULL OR ph NOT IN ('X', 's', 't', 'f', 'M', 'C')
+    )
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
+
+-- cnt
+COPY (
+    SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
+           CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+           CAST(ts AS BIGINT) AS ts_ns, CAST(e.key AS VARCHAR) AS series,
+           CAST(CASE WHEN json_type(e.value) IN ('BIGINT', 'UBIGINT', 'HUGEINT', 'DOUBLE', 'VARCHAR')
+                     THEN TRY_CAST(json_extract_string(e.value, '$') AS DOUBLE) END AS DOUBLE)
+               AS value
+    FROM (
+        SELECT *, unnest(map_entries(json_transform(args, '"MAP(VARCHAR, JSON)"'))) AS e
+        FROM c
+        WHERE ph = 'C' AND json_type(args) = 'OBJECT'
+    )
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
+
+-- flow
+COPY (
+    SELECT CAST(_i AS BIGINT) AS event_index, CAST(ph AS VARCHAR) AS ph,
+           CAST(cat AS VARCHAR) AS cat, CAST(name AS VARCHAR) AS name,
+           CAST(_f AS BIGINT) AS flow_id, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+           CAST(ts AS BIGINT) AS ts_ns, CAST(bp AS VARCHAR) AS bp
     FROM c
-    WHERE ph = 'C' AND json_type(args) = 'OBJECT'
-);
+    WHERE ph IN ('s', 't', 'f')
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
-INSERT INTO flow
-SELECT _i, ph, cat, name, _f, tw_i64(pid), tw_i64(tid), ts, bp
-FROM c
-WHERE ph IN ('s', 't', 'f');
-
-INSERT INTO thr
-SELECT tw_i64(pid), tw_i64(tid),
-       coalesce(pid_label, tw_i64_label(pid)), coalesce(tid_label, tw_i64_label(tid)), name,
-       CASE json_type(v) WHEN 'VARCHAR' THEN json_extract_string(v, '$') WHEN 'NULL' THEN NULL
-                         ELSE CAST(v AS VARCHAR) END,
-       TRY_CAST(json_extract(args, '$.sort_index') AS BIGINT)
-FROM (
-    SELECT *, CASE WHEN json_exists(args, '$.name') THEN json_extract(args, '$.name')
-                   ELSE json_extract(args, '$.labels') END AS v
-    FROM c
-    WHERE ph = 'M'
-);
+-- thr
+COPY (
+    SELECT tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+           CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
+           CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
+           CAST(name AS VARCHAR) AS kind,
+           CAST(CASE json_type(v) WHEN 'VARCHAR' THEN json_extract_string(v, '$')
+                                  WHEN 'NULL' THEN NULL
+                                  ELSE CAST(v AS VARCHAR) END AS VARCHAR) AS value,
+           TRY_CAST(json_extract(args, '$.sort_index') AS BIGINT) AS sort_index
+    FROM (
+        SELECT *, CASE WHEN json_exists(args, '$.name') THEN json_extract(args, '$.name')
+                       ELSE json_extract(args, '$.labels') END AS v
+        FROM c
+        WHERE ph = 'M'
+    )
+) TO $out (FORMAT parquet, COMPRESSION lz4_raw);

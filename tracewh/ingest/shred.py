@@ -9,14 +9,15 @@ tables of ``sql/ingest/00_stage_tables.sql``. At most one chunk is being
 shredded while the next is written, so memory and scratch disk are bounded by
 the chunk size, never by the file size.
 
-The staging tables live in an in-memory DuckDB database and hold one chunk
-at a time: after each chunk is routed, every table is written to
-``<folder>/<table>/chunk-<n>.parquet`` (lz4) and emptied. Staged rows are thus
-columnar and compressed on disk as soon as they are shredded: memory stays
-bounded by the chunk, nothing is spilled or written twice (a DuckDB database
-file writes every row to its WAL and again at checkpoint; an in-memory one
-spills uncompressed once it is full), and the linkage step reads only the
-columns it needs with ``read_parquet`` (:mod:`tracewh.ingest.pipeline`).
+Each chunk is routed straight into Parquet files, one per staging table
+(``<folder>/<table>/chunk-<n>.parquet``, lz4; the tables of
+``00_stage_tables.sql`` only give their columns, as an empty
+``schema.parquet`` each). Staged rows are thus columnar and compressed on disk
+as soon as they are shredded: memory stays bounded by the chunk, nothing is
+spilled or written twice (a DuckDB database file writes every row to its WAL
+and again at checkpoint; an in-memory one spills uncompressed once it is
+full), and the linkage step reads only the columns it needs with
+``read_parquet`` (:mod:`tracewh.ingest.pipeline`).
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ class _Chunks:
         self._n = 0
         self._seq = 0
         self._chunk_sql = (INGEST_SQL / "01_chunk.sql").read_text(encoding="utf-8")
-        self._shred_sql = (INGEST_SQL / "02_shred.sql").read_text(encoding="utf-8")
+        self._statements = shred_statements((INGEST_SQL / "02_shred.sql").read_text(encoding="utf-8"))
+        for table in STAGING_TABLES:
+            (folder / table).mkdir(exist_ok=True)
 
     def __call__(self, rows: list[dict[str, Any]]) -> None:
         data = _encode(rows, self._anomalies)
@@ -132,14 +135,19 @@ class _Chunks:
         self._file.close()
         path, self._file, self._path, self._n = self._path, None, None, 0
         self._wait()
-        self._pending = self._pool.submit(self._shred, path)
+        self._pending = self._pool.submit(self._route, path)
 
-    def _shred(self, path: Path) -> None:
+    def _route(self, path: Path) -> None:
         try:
             self._con.execute(self._chunk_sql, {"file": str(path)})
-            self._con.execute(self._shred_sql)
+            for table, sql in self._statements:
+                if table is None:
+                    self._con.execute(sql)
+                    continue
+                out = self._folder / table / f"{path.stem}.parquet"
+                if not self._con.execute(sql, {"out": str(out)}).fetchall()[0][0]:
+                    out.unlink(missing_ok=True)  # no rows: no file
             self._con.execute("DROP TABLE c")
-            flush_tables(self._con, self._folder, path.stem)
         finally:
             path.unlink(missing_ok=True)
 
@@ -165,21 +173,37 @@ class _Chunks:
 STAGING_TABLES = ("ev", "py", "gpu", "inst", "cnt", "flow", "thr")
 
 
-def flush_tables(con: Any, folder: Path, name: str, *, empty: bool = False) -> None:
-    """Write each non-empty staging table to ``folder/<table>/<name>.parquet``, empty it.
+def shred_statements(sql: str) -> list[tuple[str | None, str]]:
+    """The statements of ``02_shred.sql``: (staging table it writes or None, SQL text).
 
-    With ``empty``, every table is written, rows or not (its schema for readers).
+    A ``COPY`` statement writes the staging table named by the comment line
+    right before it (``-- ev``).
     """
-    for table in STAGING_TABLES:
-        if not empty and not con.execute(f"SELECT EXISTS (FROM {table})").fetchall()[0][0]:
+    out: list[tuple[str | None, str]] = []
+    for part in sql.split(";\n"):
+        lines = part.strip().splitlines()
+        code = "\n".join(x for x in lines if not x.lstrip().startswith("--")).strip()
+        if not code:
             continue
+        table = None
+        if code.startswith("COPY"):
+            comments = [x.strip()[2:].strip() for x in lines if x.lstrip().startswith("--")]
+            table = comments[-1] if comments else ""
+            if table not in STAGING_TABLES:
+                raise ValueError(f"02_shred.sql: a COPY without its staging table: {table!r}")
+        out.append((table, code))
+    return out
+
+
+def write_schema_files(con: Any, folder: Path) -> None:
+    """An empty ``folder/<table>/schema.parquet`` per staging table: its columns, for readers."""
+    for table in STAGING_TABLES:
         out = folder / table
         out.mkdir(exist_ok=True)
         con.execute(
-            f"COPY {table} TO $out (FORMAT parquet, COMPRESSION lz4_raw)",
-            {"out": str(out / f"{name}.parquet")},
+            f"COPY (FROM {table} LIMIT 0) TO $out (FORMAT parquet, COMPRESSION lz4_raw)",
+            {"out": str(out / "schema.parquet")},
         )
-        con.execute(f"TRUNCATE {table}")
 
 
 def connect_stage(folder: Path, *, memory_limit: str) -> Any:
@@ -230,7 +254,7 @@ def stage_part(
         sink.finish()
         for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
             anomalies[key] += int(count)
-        flush_tables(con, folder, "schema", empty=True)
+        write_schema_files(con, folder)
     except BaseException:
         sink.abort()
         raise
