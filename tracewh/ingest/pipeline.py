@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import time
 import traceback
@@ -74,6 +75,10 @@ class IngestOptions:
         Unused (kept for compatibility); staging is bounded by its chunk size.
     memory_limit
         DuckDB memory limit for the linkage step (it spills beyond).
+    output_memory_limit
+        DuckDB memory limit while the run's tables are written, after the
+        linkage (the output queries need less; a lower limit evicts the
+        linkage's tables rather than growing the process).
     stage_memory_limit
         DuckDB memory limit of each parsing process while it stages events.
     parts
@@ -91,6 +96,7 @@ class IngestOptions:
     job: str | None = None
     batch_rows: int = 50_000
     memory_limit: str = "128MB"
+    output_memory_limit: str = "96MB"
     parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
     stage_memory_limit: str = "96MB"
     min_split_bytes: int = 16 << 20
@@ -426,6 +432,10 @@ def _derive_and_commit(
     parts: list[tuple[str, int]],
 ) -> dict[str, Any]:
     anomalies: Counter[str] = base["anomalies"]
+    limit = options.output_memory_limit
+    if not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", limit.strip(), flags=re.IGNORECASE):
+        raise ValueError(f"output_memory_limit is not a memory size: {limit!r}")
+    con.execute(f"SET memory_limit = '{limit.strip()}'")  # DDL takes no parameters
     cur = con.execute((INGEST_SQL / "30_summary.sql").read_text(encoding="utf-8"))
     cols = [d[0] for d in cur.description]
     summary = dict(zip(cols, cur.fetchall()[0], strict=True))
