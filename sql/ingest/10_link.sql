@@ -199,19 +199,19 @@ LEFT JOIN t_op o ON o.event_index = l.op_index;
 
 CREATE OR REPLACE TEMP TABLE t_gpu_link AS
 SELECT * FROM t_gpu_link1 ORDER BY event_index;
-DROP TABLE t_gpu_link0;
-DROP TABLE t_gpu_link1;
+DROP TABLE IF EXISTS t_gpu_link0;
+DROP TABLE IF EXISTS t_gpu_link1;
 
 -- free what the output queries do not read (they keep t_rt, t_gpu, t_gpu0, t_steps,
 -- t_names, t_place and t_gpu_link), so those stay in memory instead of spilling
-DROP TABLE t_by_corr;
-DROP TABLE t_by_flow;
-DROP TABLE t_by_ext;
-DROP TABLE t_cpu;
-DROP TABLE t_bounds;
-DROP TABLE t_levels;
-DROP TABLE t_launch0;
-DROP TABLE t_launch;
-DROP TABLE t_op;
-DROP TABLE t_gpu_place;
-DROP TABLE t_gpu_step;
+DROP TABLE IF EXISTS t_by_corr;
+DROP TABLE IF EXISTS t_by_flow;
+DROP TABLE IF EXISTS t_by_ext;
+DROP TABLE IF EXISTS t_cpu;
+DROP TABLE IF EXISTS t_bounds;
+DROP TABLE IF EXISTS t_levels;
+DROP TABLE IF EXISTS t_launch0;
+DROP TABLE IF EXISTS t_launch;
+DROP TABLE IF EXISTS t_op;
+DROP TABLE IF EXISTS t_gpu_place;
+DROP TABLE IF EXISTS t_gpu_step;

@@ -113,14 +113,18 @@ def copy_and_commit(
     out.parent.mkdir(parents=True, exist_ok=True)
     # DuckDB's Parquet writer buffers a row group per thread: size them by width
     row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.schema)))
-    if slices is None:
-        sql = (
-            f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
-            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
-        )
-        n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
-    else:
-        n = _write_slices(con, table, query, params, slices, out, row_group, on_slice)
+    try:
+        if slices is None:
+            sql = (
+                f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
+            )
+            n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
+        else:
+            n = _write_slices(con, table, query, params, slices, out, row_group, on_slice)
+    except BaseException:  # no partial file left in the table's folder
+        out.unlink(missing_ok=True)
+        raise
     if n == 0:
         out.unlink(missing_ok=True)
         return 0

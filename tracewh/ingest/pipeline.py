@@ -9,19 +9,19 @@ that leaves only invisible rows, removed by :func:`tracewh.ingest.cleanup.cleanu
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
-import re
 import socket
 import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from tracewh import __version__
 from tracewh.errors import TraceFormatError, TracewhError
 from tracewh.ingest.commit import copy_and_commit
+from tracewh.ingest.memory import parse_size, retry_on_oom, set_limit
 from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
@@ -39,6 +40,7 @@ from tracewh.sqlfiles import SQL_DIR
 from tracewh.store import DuplicateRunError, Store
 
 INGEST_SQL = SQL_DIR / "ingest"
+T = TypeVar("T")
 NAMES_SQL = SQL_DIR / "05_names.sql"
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
@@ -307,7 +309,8 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
                 )
             con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
         con.execute(NAMES_SQL.read_text(encoding="utf-8"))
-        con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
+        link = (INGEST_SQL / "10_link.sql").read_text(encoding="utf-8")
+        retry_on_oom(con, lambda: con.execute(link), parse_size(options.memory_limit))
     except BaseException:
         con.close()
         raise
@@ -367,6 +370,13 @@ def _device_names(meta: Mapping[str, Any]) -> list[str]:
     if not isinstance(props, list):
         return []
     return [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name") is not None]
+
+
+def _fetch_row(con: Any, sql: str) -> dict[str, Any]:
+    """The one row of ``sql`` as {column: value}."""
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description]
+    return dict(zip(cols, cur.fetchall()[0], strict=True))
 
 
 def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
@@ -432,13 +442,16 @@ def _derive_and_commit(
     parts: list[tuple[str, int]],
 ) -> dict[str, Any]:
     anomalies: Counter[str] = base["anomalies"]
-    limit = options.output_memory_limit
-    if not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", limit.strip(), flags=re.IGNORECASE):
-        raise ValueError(f"output_memory_limit is not a memory size: {limit!r}")
-    con.execute(f"SET memory_limit = '{limit.strip()}'")  # DDL takes no parameters
-    cur = con.execute((INGEST_SQL / "30_summary.sql").read_text(encoding="utf-8"))
-    cols = [d[0] for d in cur.description]
-    summary = dict(zip(cols, cur.fetchall()[0], strict=True))
+    limit = parse_size(options.output_memory_limit)
+    set_limit(con, limit)
+
+    def run(step: Callable[[], T]) -> T:
+        """``step`` under the connection's limit, raised while DuckDB runs out of memory."""
+        nonlocal limit
+        result, limit = retry_on_oom(con, step, limit)
+        return result
+
+    summary = run(lambda: _fetch_row(con, (INGEST_SQL / "30_summary.sql").read_text("utf-8")))
     base_time = _base_time(meta.get("baseTimeNanoseconds"), summary, anomalies)
     base_ns = base_time or 0
     start_ns = summary["start_ns"] + base_ns if summary["start_ns"] is not None else None
@@ -452,7 +465,7 @@ def _derive_and_commit(
         if start_ns is not None and 0 <= start_ns < 253402300799 * 10**9
         else date(1970, 1, 1)
     )
-    lo, hi = _window(con, options.steps)
+    lo, hi = run(lambda: _window(con, options.steps))
     params = {
         "run_id": run_id,
         "ingest_id": ingest_id,
@@ -465,15 +478,16 @@ def _derive_and_commit(
     for table, sql_file in _OUT_TABLES:
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         used = {k: v for k, v in params.items() if f"${k}" in query}
-        written[table] = copy_and_commit(
-            store, con, table, query, used, day=day, run_id=run_id, ingest_id=ingest_id,
-            slices=_gpu_slices(con) if table == "gpu_ops" else None,
-            on_slice=(lambda lo, hi: _slice_view(con, parts, lo, hi)) if table == "gpu_ops" else None,
-        )
+        slices = run(lambda: _gpu_slices(con)) if table == "gpu_ops" else None
+        on_slice = (lambda lo, hi: _slice_view(con, parts, lo, hi)) if slices is not None else None
+        written[table] = run(functools.partial(
+            copy_and_commit, store, con, table, query, used, day=day, run_id=run_id,
+            ingest_id=ingest_id, slices=slices, on_slice=on_slice,
+        ))
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
-    cat_counts = {k: n for k, n in con.execute(
-        (INGEST_SQL / "31_category_counts.sql").read_text(encoding="utf-8")).fetchall()}
+    counts_sql = (INGEST_SQL / "31_category_counts.sql").read_text(encoding="utf-8")
+    cat_counts = {k: n for k, n in run(lambda: con.execute(counts_sql).fetchall())}
     names = _device_names(meta)
     raw_dist = meta.get("distributedInfo")
     dist: dict[str, Any] = raw_dist if isinstance(raw_dist, dict) else {}

@@ -35,6 +35,7 @@ from typing import IO, Any
 import duckdb
 import orjson
 
+from tracewh.ingest.memory import parse_size, retry_on_oom
 from tracewh.ingest.reader import open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
 from tracewh.schema import GPU_OP_CATEGORIES
@@ -97,9 +98,10 @@ class _Chunks:
     """Encoded batches -> chunk files -> DuckDB, one chunk in flight at a time."""
 
     def __init__(
-        self, con: Any, folder: Path, *, chunk_events: int, anomalies: Counter[str]
+        self, con: Any, folder: Path, *, chunk_events: int, anomalies: Counter[str], limit: int
     ) -> None:
         self._con = con
+        self._limit = limit  # the connection's memory limit (raised when a chunk runs out)
         self._anomalies = anomalies
         self._folder = folder
         self._chunk_events = chunk_events
@@ -110,7 +112,7 @@ class _Chunks:
         self._n = 0
         self._seq = 0
         self._chunk_sql = (INGEST_SQL / "01_chunk.sql").read_text(encoding="utf-8")
-        self._statements = shred_statements((INGEST_SQL / "02_shred.sql").read_text(encoding="utf-8"))
+        self._statements = shred_statements((INGEST_SQL / "02_shred.sql").read_text("utf-8"))
         for table in STAGING_TABLES:
             (folder / table).mkdir(exist_ok=True)
 
@@ -138,16 +140,30 @@ class _Chunks:
         self._pending = self._pool.submit(self._route, path)
 
     def _route(self, path: Path) -> None:
-        try:
-            self._con.execute(self._chunk_sql, {"file": str(path)})
+        """Route one chunk; again under a larger memory limit if DuckDB runs out of it."""
+        con = self._con
+        saved = con.execute("SELECT key, n FROM anom").fetchall()
+        tries = 0
+
+        def attempt() -> None:
+            nonlocal tries
+            tries += 1
+            if tries > 1:  # a failed try may have counted this chunk's anomalies already
+                con.execute("DELETE FROM anom")
+                if saved:
+                    con.executemany("INSERT INTO anom VALUES (?, ?)", saved)
+            con.execute(self._chunk_sql, {"file": str(path)})
             for table, sql in self._statements:
                 if table is None:
-                    self._con.execute(sql)
+                    con.execute(sql)
                     continue
                 out = self._folder / table / f"{path.stem}.parquet"
-                if not self._con.execute(sql, {"out": str(out)}).fetchall()[0][0]:
+                if not con.execute(sql, {"out": str(out)}).fetchall()[0][0]:
                     out.unlink(missing_ok=True)  # no rows: no file
-            self._con.execute("DROP TABLE c")
+            con.execute("DROP TABLE c")
+
+        try:
+            _, self._limit = retry_on_oom(con, attempt, self._limit)
         finally:
             path.unlink(missing_ok=True)
 
@@ -245,7 +261,10 @@ def stage_part(
     anomalies: Counter[str] = Counter()
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
     con = connect_stage(folder, memory_limit=memory_limit)
-    sink = _Chunks(con, folder, chunk_events=chunk_events, anomalies=anomalies)
+    sink = _Chunks(
+        con, folder, chunk_events=chunk_events, anomalies=anomalies,
+        limit=parse_size(memory_limit),
+    )
     gc_was_enabled = gc.isenabled()
     gc.disable()  # events are acyclic; the collector only slows the parse down
     try:
