@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 from helpers_ingest import (
     driver_env,
     incomplete_runs,
@@ -42,18 +43,31 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _failing_writes(monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int) -> list[str]:
-    """Make ``write_deltalake`` (as tracewh.store uses it) raise OSError(code) at one call."""
-    real = tracewh.store.write_deltalake
+    """Make one Delta commit raise OSError(code): the ``fail_at``-th, or the one of that table.
+
+    Child tables are committed with ``DeltaTable.create_write_transaction``
+    (tracewh.ingest.commit), ``runs`` and ``ingest_log`` with ``write_deltalake``
+    (tracewh.store): both are counted, in order.
+    """
+    real_write = tracewh.store.write_deltalake
+    real_commit = DeltaTable.create_write_transaction
     calls: list[str] = []
 
-    def write(uri: str, *args: Any, **kwargs: Any) -> Any:
-        table = Path(str(uri)).name
+    def hit(table: str) -> None:
         calls.append(table)
         if fail_at == table or fail_at == len(calls):
             raise OSError(code, os.strerror(code))
-        return real(uri, *args, **kwargs)
+
+    def write(uri: str, *args: Any, **kwargs: Any) -> Any:
+        hit(Path(str(uri)).name)
+        return real_write(uri, *args, **kwargs)
+
+    def commit(self: DeltaTable, *args: Any, **kwargs: Any) -> Any:
+        hit(Path(str(self.table_uri)).name)
+        return real_commit(self, *args, **kwargs)
 
     monkeypatch.setattr(tracewh.store, "write_deltalake", write)
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", commit)
     return calls
 
 

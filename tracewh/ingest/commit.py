@@ -18,6 +18,7 @@ the run still gets one file per table.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -145,15 +146,23 @@ def copy_and_commit(
         data_change=True,
         stats=json.dumps(stats),
     )
-    for attempt in range(_RETRIES):
-        try:
-            store.table(table).create_write_transaction(
-                [action], mode="append", schema=spec.schema,
-                partition_by=list(spec.partition_by) or None,
-            )
-            return n
-        except CommitFailedError:
-            if attempt == _RETRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+    try:
+        for attempt in range(_RETRIES):
+            try:
+                store.table(table).create_write_transaction(
+                    [action], mode="append", schema=spec.schema,
+                    partition_by=list(spec.partition_by) or None,
+                )
+                return n
+            except CommitFailedError:
+                if attempt == _RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+    except BaseException:  # not committed: the file would only wait for a vacuum
+        with contextlib.suppress(Exception):
+            if store.remote:
+                store.filesystem().rm_file(f"{store.table_uri(table)}/{rel}")
+            else:
+                out.unlink(missing_ok=True)
+        raise
     return n
