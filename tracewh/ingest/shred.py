@@ -1,11 +1,11 @@
-"""Stage one part of a trace into DuckDB staging tables, fast.
+"""Stage one part of a trace as Parquet files, one folder per staging table, fast.
 
 The parse (ijson's C backend) is the floor; on top of it each event gets only
 the small fix-up of :func:`tracewh.ingest.rows.prepare_events`. Batches of
 fixed-up events are encoded with orjson into a chunk file (a JSON array);
 every ``chunk_events`` events the chunk is handed to a background thread in
-which DuckDB (C++, without the GIL) types and routes it into the staging
-tables of ``sql/ingest/00_stage_tables.sql``. At most one chunk is being
+which DuckDB (C++, without the GIL) types and routes it
+(``sql/ingest/02_shred.sql``) into the staging tables' files. At most one chunk is being
 shredded while the next is written, so memory and scratch disk are bounded by
 the chunk size, never by the file size.
 
