@@ -299,14 +299,10 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
         con.execute("SET temp_directory = ?", [str(tmp)])
         con.execute("SET preserve_insertion_order = false")
         for name in STAGING_TABLES:
-            selects = []
-            for k, (folder, off) in enumerate(staged.parts):
-                rel = _parquet_glob(Path(folder) / name)
-                selects.append(
-                    f"SELECT * FROM {rel}"
-                    if name == "thr" or k == 0
-                    else f"SELECT * REPLACE (event_index + {int(off)} AS event_index) FROM {rel}"
-                )
+            selects = [
+                _part_select(folder, name, 0 if name == "thr" else off)  # thr: no event_index
+                for folder, off in staged.parts
+            ]
             con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
         con.execute(NAMES_SQL.read_text(encoding="utf-8"))
         link = (INGEST_SQL / "10_link.sql").read_text(encoding="utf-8")
@@ -315,6 +311,14 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
         con.close()
         raise
     return con
+
+
+def _part_select(folder: str, table: str, off: int) -> str:
+    """``SELECT`` of one part's staged ``table``, its event indices shifted by ``off``."""
+    rel = _parquet_glob(Path(folder) / table)
+    if off == 0:
+        return f"SELECT * FROM {rel}"
+    return f"SELECT * REPLACE (event_index + {int(off)} AS event_index) FROM {rel}"
 
 
 def _parquet_glob(folder: Path) -> str:
@@ -420,9 +424,8 @@ def _slice_view(con: Any, parts: list[tuple[str, int]], lo: int, hi: int) -> Non
             if hi <= off or lo >= end:
                 continue
             selects.append(
-                f"SELECT * REPLACE (event_index + {int(off)} AS event_index) "
-                f"FROM {_parquet_glob(Path(folder) / table)} "
-                f"WHERE event_index >= {int(lo - off)} AND event_index < {int(min(hi, end) - off)}"
+                _part_select(folder, table, off)
+                + f" WHERE event_index >= {int(lo - off)} AND event_index < {int(min(hi, end) - off)}"
             )
         if not selects:  # no part overlaps: an empty slice
             selects.append(f"SELECT * FROM s_{table} WHERE false")
