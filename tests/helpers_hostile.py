@@ -108,6 +108,7 @@ def handwritten() -> list[Case]:
         Case("pid_beyond_uint64", _doc(_ev(pid=1 << 65)), expect="ok", detail="id_out_of_range"),
         Case("tid_uint64_queue", _doc(_ev(tid=(1 << 64) - 5)), expect="ok"),
         Case("pid_list", _doc(_ev(pid=[1, 2])), expect="ok", detail="mistyped_id"),
+        Case("pid_unicode_digit", _doc(_ev(pid="\u00b2")), expect="ok"),  # "²".isdigit()
         Case("pid_float", _doc(_ev(pid=1.5)), expect="ok", detail="mistyped_id"),
         Case("string_pids", _doc(_ev(pid="Spans", tid=""), _ev(pid="", tid="Traces")), expect="ok"),
         Case("flow_id_huge", _doc({"ph": "s", "cat": "ac2g", "id": 1 << 80, "pid": 1, "tid": 1,

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tracewh.ingest import fast
 from tracewh.ingest.shred import STAGING_TABLES, shred_statements, stage_part
 from tracewh.sqlfiles import SQL_DIR
 from tracewh.synth import SynthConfig, write_trace
@@ -29,13 +30,21 @@ def test_a_copy_without_its_table_comment_is_refused() -> None:
         shred_statements("-- nope\nCOPY (SELECT 1) TO $out (FORMAT parquet);\n")
 
 
-def test_staged_files_have_the_staging_columns(tmp_path: Path) -> None:
-    """Each table's chunk files carry exactly the columns and types of 00_stage_tables.sql."""
+@pytest.mark.parametrize("native", [False, True], ids=["pure", "compiled"])
+def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> None:
+    """Each table's chunk files carry exactly the columns and types of 00_stage_tables.sql.
+
+    ``native``: the compiled path (tracewh.ingest.fast) stages the ordinary events, the
+    pure path the rest (here: metadata events); without it, the pure path stages all.
+    """
+    if native and fast.native() is None:
+        pytest.skip("the C extension tracewh.ingest._fastshred is not built")
     trace = tmp_path / "t.pt.trace.json.gz"
     write_trace(trace, SynthConfig(steps=3, layers=2, python=True, seed=5))
     part = tmp_path / "part"
     part.mkdir()
-    result = stage_part(trace, part, chunk_events=1)  # a chunk per batch of 512 events
+    # a chunk per batch of 512 events (pure) or per batch of 8192 (compiled)
+    result = stage_part(trace, part, chunk_events=1, native=native)
     con = duckdb.connect()
     con.execute((SQL_DIR / "ingest" / "00_stage_tables.sql").read_text("utf-8"))
     for table in STAGING_TABLES:
@@ -45,7 +54,11 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path) -> None:
         for f in files:
             got = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(f)]).fetchall()
             assert [(r[0], r[1]) for r in got] == [(r[0], r[1]) for r in expected], (table, f.name)
-    assert len(list((part / "ev").glob("chunk-*.parquet"))) > 1
+    if native:
+        assert len(list((part / "ev").glob("fast-*.parquet"))) >= 1
+        assert list((part / "thr").glob("chunk-*.parquet"))  # metadata: the pure path
+    else:
+        assert len(list((part / "ev").glob("chunk-*.parquet"))) > 1
     assert not list(part.glob("chunk-*.json"))  # chunk files are removed once routed
 
     # every event is staged once, in the table its phase routes it to (counted with json)

@@ -113,6 +113,7 @@ def stage_file(
     skip_python: bool = False,
     memory_limit: str = "128MB",
     min_split_bytes: int = MIN_SPLIT_BYTES,
+    native: bool = True,
 ) -> Staged:
     """Stage ``path`` into ``folder`` (see the module docstring).
 
@@ -120,12 +121,14 @@ def stage_file(
     """
     cuts = _boundaries(path, parts, min_split_bytes)
     if cuts is not None:
-        staged = _stage_parallel(path, folder, cuts, skip_python, memory_limit)
+        staged = _stage_parallel(path, folder, cuts, skip_python, memory_limit, native)
         if staged is not None:
             return staged
     seq = folder / "seq"
     seq.mkdir()
-    r = stage_part(path, seq, skip_python=skip_python, memory_limit=memory_limit)
+    r = stage_part(
+        path, seq, skip_python=skip_python, memory_limit=memory_limit, native=native
+    )
     return Staged(
         parts=[(r.db, 0)],
         events=r.events,
@@ -136,7 +139,8 @@ def stage_file(
 
 
 def _stage_parallel(
-    path: Path, folder: Path, cuts: list[int], skip_python: bool, memory_limit: str
+    path: Path, folder: Path, cuts: list[int], skip_python: bool, memory_limit: str,
+    native: bool,
 ) -> Staged | None:
     n = len(cuts) + 1
     bounds = [None, *cuts, None]
@@ -146,7 +150,7 @@ def _stage_parallel(
         sub.mkdir()
         jobs.append(
             dict(path=path, folder=sub, part=k, start_at=bounds[k], stop_at=bounds[k + 1],
-                 skip_python=skip_python, memory_limit=memory_limit)
+                 skip_python=skip_python, memory_limit=memory_limit, native=native)
         )
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx) as pool:

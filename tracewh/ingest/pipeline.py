@@ -102,6 +102,7 @@ class IngestOptions:
     parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
     stage_memory_limit: str = "96MB"
     min_split_bytes: int = 16 << 20
+    native: bool = True  # stage ordinary events with the C extension where it is built
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,7 @@ def _ingest_locked(
         staged = stage_file(
             path, staging, parts=options.parts, skip_python=options.skip_python,
             memory_limit=options.stage_memory_limit, min_split_bytes=options.min_split_bytes,
+            native=options.native,
         )
         if staged.events == 0:
             raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
@@ -315,15 +317,22 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
 
 def _part_select(folder: str, table: str, off: int) -> str:
     """``SELECT`` of one part's staged ``table``, its event indices shifted by ``off``."""
-    rel = _parquet_glob(Path(folder) / table)
+    rel = _parquet_files(Path(folder) / table)
     if off == 0:
         return f"SELECT * FROM {rel}"
     return f"SELECT * REPLACE (event_index + {int(off)} AS event_index) FROM {rel}"
 
 
-def _parquet_glob(folder: Path) -> str:
-    """``read_parquet('<folder>/*.parquet')``, the path quoted as a SQL string literal."""
-    return "read_parquet('" + str(folder / "*.parquet").replace("'", "''") + "')"
+def _parquet_files(folder: Path) -> str:
+    """``read_parquet([...])`` of the Parquet files in ``folder``, largest first.
+
+    DuckDB estimates the rows of a multi-file scan from its first file: a small
+    first file (the few events the compiled path handed back, an empty schema
+    file) made it build hash joins on the large side and spill.
+    """
+    files = sorted(folder.glob("*.parquet"), key=lambda p: (-p.stat().st_size, p.name))
+    quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
+    return f"read_parquet([{quoted}])"
 
 
 def _int(value: Any) -> int | None:

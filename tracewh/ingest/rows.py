@@ -137,7 +137,8 @@ class _Ids:
             return (None, str(value))
         if isinstance(value, str):
             text = value.strip()
-            if text.lstrip("-").isdigit():
+            digits = text.lstrip("-")
+            if digits.isascii() and digits.isdigit():  # not "²": str.isdigit is Unicode's
                 return self._convert(int(text))[0], value
             return (-(zlib.crc32(value.encode("utf-8", "surrogatepass")) + 1), value)
         if isinstance(value, bool):
@@ -213,11 +214,15 @@ def prepare_events(
     skip_python: bool = False,
     anomalies: Counter[str],
     batch: int = 512,
+    indexed: bool = False,
 ) -> int:
     """Fix up every event in place and hand them to ``sink`` in small batches.
 
     Returns the number of elements of ``traceEvents`` seen (skipped ones included).
     Small batches keep the events hot in the CPU cache until they are encoded.
+    With ``indexed``, ``events`` yields ``(event index, event)`` pairs (the events
+    :mod:`tracewh.ingest._fastshred` handed back) and the return value is
+    the last index + 1.
     """
     ids = _Ids(anomalies)
     python_cat = PYTHON_CATEGORY
@@ -230,7 +235,8 @@ def prepare_events(
     dur: Any
     tsn: int | None
     durn: int | None
-    for idx, ev in enumerate(events):
+    pairs: Iterable[tuple[int, Any]] = events if indexed else enumerate(events)
+    for idx, ev in pairs:
         if type(ev) is not dict:
             anomalies["non_object_event"] += 1
             ev = {"_raw": dumps(ev, anomalies)[:10_000]}

@@ -35,6 +35,7 @@ from typing import IO, Any
 import duckdb
 import orjson
 
+from tracewh.ingest import fast
 from tracewh.ingest.memory import parse_size, retry_on_oom
 from tracewh.ingest.reader import open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
@@ -251,6 +252,7 @@ def stage_part(
     skip_python: bool = False,
     memory_limit: str = "128MB",
     chunk_events: int = 65_536,
+    native: bool = True,
 ) -> PartResult:
     """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``.
 
@@ -268,7 +270,19 @@ def stage_part(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # events are acyclic; the collector only slows the parse down
     try:
-        n = prepare_events(stream.events, sink, skip_python=skip_python, anomalies=anomalies)
+        module = fast.native() if native else None
+        if module is None:
+            n = prepare_events(stream.events, sink, skip_python=skip_python, anomalies=anomalies)
+        else:
+            n, skipped = fast.stage_events(
+                module, stream.events, folder,
+                lambda pairs: prepare_events(
+                    pairs, sink, skip_python=skip_python, anomalies=anomalies, indexed=True
+                ),
+                skip_python=skip_python, chunk_events=chunk_events,
+            )
+            if skipped:
+                anomalies["skipped_python"] += skipped
         anomalies.update(stream.anomalies)
         sink.finish()
         for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
