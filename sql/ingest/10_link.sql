@@ -97,50 +97,44 @@ WHERE cat IN ('cpu_op', 'user_annotation', 'Operator')
   AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
   AND name NOT LIKE 'ProfilerStep#%';
 
-CREATE OR REPLACE TEMP TABLE t_bounds AS
-SELECT pid, tid, k, max_by(depth, seq) AS depth
-FROM (
-    SELECT pid, tid, k,
-           sum(d) OVER w AS depth,
-           row_number() OVER w AS seq
-    FROM (
-        SELECT pid, tid, 2 * ts_ns + 1 AS k, 1 AS d, end_ns AS o FROM t_cpu
-        UNION ALL
-        SELECT pid, tid, 2 * end_ns AS k, -1 AS d, 0 AS o FROM t_cpu
-    )
-    WINDOW w AS (PARTITION BY pid, tid ORDER BY k, o DESC ROWS UNBOUNDED PRECEDING)
-)
-GROUP BY pid, tid, k;
-
--- an op's level is the depth right after its own start; several ops starting at
--- the same instant are ordered longest (outermost) first
-CREATE OR REPLACE TEMP TABLE t_levels AS
-SELECT c.event_index, c.pid, c.tid, 2 * c.ts_ns + 1 AS k, c.end_ns,
-       b.depth - (c.n_same - c.nth) AS level
-FROM (
-    SELECT *,
-           row_number() OVER (PARTITION BY pid, tid, ts_ns ORDER BY end_ns DESC, event_index) AS nth,
-           count(*) OVER (PARTITION BY pid, tid, ts_ns) AS n_same
-    FROM t_cpu
-) c
-JOIN t_bounds b ON b.pid = c.pid AND b.tid = c.tid AND b.k = 2 * c.ts_ns + 1;
-
 CREATE OR REPLACE TEMP TABLE t_launch0 AS
 SELECT r.event_index AS launch_index, r.pid, r.tid, r.ts_ns, 2 * r.ts_ns + 1 AS qk
 FROM t_rt r
 WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
   AND r.event_index IN (SELECT launch_index FROM t_gpu WHERE launch_index IS NOT NULL);
 
-CREATE OR REPLACE TEMP TABLE t_launch AS
-SELECT l.launch_index, l.ts_ns,
-       CASE WHEN o.end_ns > l.ts_ns THEN o.event_index END AS op_index
+-- One sweep per thread over op starts (+1), op ends (-1) and launches (0), ordered by
+-- key; at the same key, starts come before launches (an op starting when a launch
+-- does encloses it) and several starts longest (outermost) first. The running sum
+-- at an op's start is its level; at a launch, the depth there. End rows are dropped.
+CREATE OR REPLACE TEMP TABLE t_sweep AS
+SELECT pid, tid, k, launch, event_index, end_ns, depth
 FROM (
-    SELECT l.*, b.depth
-    FROM t_launch0 l
-    ASOF LEFT JOIN t_bounds b ON b.pid = l.pid AND b.tid = l.tid AND l.qk >= b.k
-) l
-ASOF LEFT JOIN t_levels o
-    ON o.pid = l.pid AND o.tid = l.tid AND o.level = l.depth AND l.qk >= o.k;
+    SELECT *, sum(d) OVER (PARTITION BY pid, tid ORDER BY k, launch, o DESC, event_index
+                           ROWS UNBOUNDED PRECEDING) AS depth
+    FROM (
+        SELECT pid, tid, 2 * ts_ns + 1 AS k, false AS launch, 1 AS d, end_ns AS o,
+               event_index, end_ns
+        FROM t_cpu
+        UNION ALL
+        SELECT pid, tid, 2 * end_ns AS k, false AS launch, -1 AS d, 0 AS o,
+               NULL AS event_index, NULL AS end_ns
+        FROM t_cpu
+        UNION ALL
+        SELECT pid, tid, qk AS k, true AS launch, 0 AS d, 0 AS o,
+               launch_index AS event_index, NULL AS end_ns
+        FROM t_launch0
+    )
+)
+WHERE d >= 0;
+
+CREATE OR REPLACE TEMP TABLE t_launch AS
+SELECT l.event_index AS launch_index, l0.ts_ns,
+       CASE WHEN o.end_ns > l0.ts_ns THEN o.event_index END AS op_index
+FROM (FROM t_sweep WHERE launch) l
+JOIN t_launch0 l0 ON l0.launch_index = l.event_index
+ASOF LEFT JOIN (FROM t_sweep WHERE NOT launch) o
+    ON o.pid = l.pid AND o.tid = l.tid AND o.depth = l.depth AND l.k >= o.k;
 
 -- the run window kept by `--steps N` ($lo_ns, $hi_ns relative; NULL: keep everything)
 CREATE OR REPLACE TEMP MACRO tw_keep(t, lo, hi) AS
@@ -208,8 +202,7 @@ DROP TABLE IF EXISTS t_by_corr;
 DROP TABLE IF EXISTS t_by_flow;
 DROP TABLE IF EXISTS t_by_ext;
 DROP TABLE IF EXISTS t_cpu;
-DROP TABLE IF EXISTS t_bounds;
-DROP TABLE IF EXISTS t_levels;
+DROP TABLE IF EXISTS t_sweep;
 DROP TABLE IF EXISTS t_launch0;
 DROP TABLE IF EXISTS t_launch;
 DROP TABLE IF EXISTS t_op;

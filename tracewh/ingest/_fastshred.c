@@ -22,6 +22,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define MAX_DEPTH 254
 
@@ -965,7 +968,17 @@ static PyObject *ns_of_text(PyObject *Py_UNUSED(m), PyObject *arg) {
     return PyLong_FromLongLong((long long)out);
 }
 
+static PyObject *trim(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+#ifdef __GLIBC__
+    return PyBool_FromLong(malloc_trim(0));
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef module_methods[] = {
+    {"trim", trim, METH_NOARGS,
+     "trim() -> bool: give the C heap's free memory back to the system (glibc malloc_trim)."},
     {"columns", columns, METH_NOARGS,
      "columns() -> {table: [(column, kind)]}: the staging columns this module writes."},
     {"ns_of_text", ns_of_text, METH_O,

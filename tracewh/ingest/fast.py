@@ -42,6 +42,18 @@ def native() -> ModuleType | None:
     return _fastshred
 
 
+def release_memory() -> None:
+    """Give freed memory back to the system: Arrow's pool and (glibc) the C heap.
+
+    Staging frees its buffers, but the allocators keep the pages; the linkage that
+    follows would add its DuckDB budget on top of them.
+    """
+    pa.default_memory_pool().release_unused()
+    module = native()
+    if module is not None:
+        module.trim()
+
+
 def _table(columns: list[tuple[str, int, int, int, bytes, bytes, bytes | None]]) -> pa.Table:
     arrays, names = [], []
     for name, kind, n, nulls, valid, data, offsets in columns:

@@ -295,6 +295,7 @@ def stage_part(
         if gc_was_enabled:
             gc.enable()
         con.close()
+        fast.release_memory()
     return PartResult(
         part=part,
         db=str(folder),
