@@ -32,11 +32,12 @@ from tracewh.ingest.shred import PartResult, stage_part
 
 #: Files smaller than this (decompressed) are never split.
 MIN_SPLIT_BYTES = 16 << 20
-#: The first part's extra share of a split file: a fraction, plus the bytes the others'
-#: process start costs (measured: a child started 0.2-0.3 s later and skipping half of
-#: a 250 MB document cost it ~0.25 s more; parts ended 0.3-0.5 s apart when equal).
-SKEW = 0.03
-SKEW_BYTES = 8 << 20
+#: The first part's extra share of a split file: a fraction, plus bytes for the fixed
+#: cost of the others' process start. Fitted to two parts of synthetic traces: with even
+#: cuts the child part finished ~0.55 s later at 250 MB and ~0.8 s at 1 GB (start-up,
+#: decompressing what it skips) at ~5 us per event; these shares end both together.
+SKEW = 0.009
+SKEW_BYTES = 14 << 20
 
 
 @dataclass
