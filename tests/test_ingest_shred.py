@@ -77,3 +77,26 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> 
     assert rows("flow") == by_ph["s"] + by_ph["t"] + by_ph["f"]
     assert rows("thr") == by_ph["M"]
     assert rows("inst") == len(events) - sum(by_ph[k] for k in ("X", "s", "t", "f", "M", "C"))
+
+
+def test_without_the_compiled_extension_the_pure_path_stages_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the C extension was not built (no compiler), staging still works, in Python."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tracewh.ingest._fastshred", None)  # import -> ImportError
+    assert fast.native() is None
+    trace = tmp_path / "t.pt.trace.json.gz"
+    write_trace(trace, SynthConfig(steps=2, layers=2, python=True, seed=8))
+    part = tmp_path / "part"
+    part.mkdir()
+    result = stage_part(trace, part, native=True)
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert result.events == len(events)
+    assert not list(part.rglob("fast-*.parquet"))  # nothing from the compiled path
+    con = duckdb.connect()
+    glob = str(part / "ev" / "*.parquet")
+    staged = con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchall()[0][0]
+    xs = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") != "python_function")
+    assert staged == xs

@@ -15,6 +15,7 @@ stage the same rows; ``tests/test_ingest_fast.py`` compares them.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
@@ -36,10 +37,9 @@ _BATCH = 8192
 def native() -> ModuleType | None:
     """The compiled extension, or None where it was not built (pure-Python staging)."""
     try:
-        from tracewh.ingest import _fastshred
+        return importlib.import_module("tracewh.ingest._fastshred")
     except ImportError:
         return None
-    return _fastshred
 
 
 def release_memory() -> None:
