@@ -179,6 +179,9 @@ def ingest_paths(
             on_result(r)
     if options.parts == 1 and jobs > 1 and 0 < len(files) < jobs:
         options = replace(options, parts=max(1, jobs // len(files)))
+    elif jobs > 1 and executor is None:
+        # one process per core already: more DuckDB threads per process only contend
+        options = replace(options, threads=max(1, (os.cpu_count() or 2) // jobs))
     tasks = [_Task(store, os.path.abspath(p), options) for p in files]
     if executor is None:
         executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)

@@ -104,6 +104,7 @@ class IngestOptions:
     stage_memory_limit: str = "96MB"
     min_split_bytes: int = 16 << 20
     native: bool = True  # stage ordinary events with the C extension where it is built
+    threads: int = 2  # DuckDB threads of the linkage and writing (the batch lowers it per process)
 
 
 @dataclass(frozen=True)
@@ -297,7 +298,9 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
     """DuckDB over the staged parts: ``s_*`` views with global event indices, linkage."""
     tmp = staging / "duckdb_tmp"
     tmp.mkdir(exist_ok=True)
-    con = duckdb.connect(config={"memory_limit": options.memory_limit, "threads": 2})
+    con = duckdb.connect(
+        config={"memory_limit": options.memory_limit, "threads": max(1, options.threads)}
+    )
     try:
         con.execute("SET temp_directory = ?", [str(tmp)])
         con.execute("SET preserve_insertion_order = false")
