@@ -102,12 +102,16 @@ def _warm(_: int) -> None:
     import tracewh.ingest.pipeline  # noqa: F401 - imports only
 
 
-def _ingest_one(args: tuple[str, str]) -> str:
+def _ingest_one(args: tuple[str, str, int]) -> str:
+    import os
+
     from tracewh.ingest.pipeline import IngestOptions, ingest_file
     from tracewh.store import Store
 
-    root, trace = args
-    return ingest_file(Store(Path(root)), Path(trace), IngestOptions()).outcome
+    root, trace, jobs = args
+    # DuckDB threads per process as the --jobs driver sets them (tracewh.ingest.batch)
+    threads = max(1, (os.cpu_count() or 2) // jobs)
+    return ingest_file(Store(Path(root)), Path(trace), IngestOptions(threads=threads)).outcome
 
 
 def _files(n: int, rounds: int = 3) -> None:
@@ -133,7 +137,7 @@ def _files(n: int, rounds: int = 3) -> None:
                 with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
                     list(pool.map(_warm, range(jobs)))  # start the workers and import
                     t0 = time.perf_counter()
-                    outcomes = list(pool.map(_ingest_one, [(str(store.root), t) for t in traces]))
+                    outcomes = list(pool.map(_ingest_one, [(str(store.root), t, jobs) for t in traces]))
                     times[jobs].append(time.perf_counter() - t0)
                 assert outcomes.count("ingested") == n, outcomes
     seconds = {jobs: statistics.median(ts) for jobs, ts in times.items()}
