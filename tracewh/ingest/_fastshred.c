@@ -284,11 +284,22 @@ static int as_f64(PyObject *v, PyObject *decimal_type, double *out) {
         return isfinite(*out) ? 1 : 0;
     }
     if (Py_TYPE(v) != (PyTypeObject *)decimal_type) return 0;
-    PyObject *f = PyNumber_Float(v);
-    if (!f) return -1;
-    *out = PyFloat_AS_DOUBLE(f);
-    Py_DECREF(f);
-    return isfinite(*out) ? 1 : 0;
+    /* float(Decimal) is float(str(d)) with more steps: parse the text directly (correctly
+     * rounded, as float() is); NaN/Infinity are refused like any non-finite value */
+    PyObject *text = PyObject_Str(v);
+    if (!text) return -1;
+    const char *s = PyUnicode_AsUTF8(text);
+    char *end = NULL;
+    double d = s ? PyOS_string_to_double(s, &end, NULL) : -1.0;
+    int ok = s && !(d == -1.0 && PyErr_Occurred()) && end && *end == '\0';
+    if (!ok && PyErr_Occurred()) {
+        if (!s) { Py_DECREF(text); return -1; }
+        PyErr_Clear();
+    }
+    Py_DECREF(text);
+    if (!ok) return 0;
+    *out = d;
+    return isfinite(d) ? 1 : 0;
 }
 
 /* A str's UTF-8 (NULL and no error for None/absent). 1 ok, 0 not a str or unencodable. */
@@ -367,8 +378,11 @@ static int json_value(Buf *b, PyObject *v, PyObject *decimal_type, int depth) {
         int r = as_i64(v, &x);
         if (r <= 0) return r;
         char text[24];
-        int n = snprintf(text, sizeof text, "%lld", (long long)x);
-        return buf_put(b, text, (size_t)n) < 0 ? -1 : 1;
+        char *p = text + sizeof text;
+        uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+        do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+        if (x < 0) *--p = '-';
+        return buf_put(b, p, (size_t)(text + sizeof text - p)) < 0 ? -1 : 1;
     }
     if (v == Py_None) return buf_put(b, "null", 4) < 0 ? -1 : 1;
     if (v == Py_True) return buf_put(b, "true", 4) < 0 ? -1 : 1;
