@@ -57,7 +57,10 @@ def ingest(
     paths: list[Path] = typer.Argument(..., help="Trace files or directories (recursive *.json, *.json.gz)."),
     warehouse: str = warehouse_option(),
     label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label for every run (repeatable)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Parallel processes."),
+    jobs: int = typer.Option(
+        1, "--jobs", "-j",
+        help="Parallel processes: files at once; with fewer files, parts of each file.",
+    ),
     storage_option: list[str] | None = typer.Option(None, "--storage-option", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
     dask: str | None = typer.Option(None, "--dask", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
     steps: int | None = typer.Option(None, "--steps", help="Keep only the first N ProfilerStep iterations."),
