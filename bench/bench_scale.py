@@ -2,7 +2,8 @@
 
 Generates (once, cached under ``data/bench/scale/``) ``N_FILES`` tiny synthetic
 traces (one step, one layer, a distinct seed each), then ingests all of them
-into a fresh warehouse with each executor, side by side in one process:
+into a fresh warehouse with each executor, side by side in one process, in
+``ROUNDS`` interleaved rounds (the order rotating; medians reported):
 
 * the speedup of ``--jobs 2`` and of ``--dask local:2`` over ``--jobs 1``;
 * Dask's per-file overhead: (Dask wall time - ``--jobs 2`` wall time) / files,
@@ -14,6 +15,7 @@ The machine has 2 cores: with two workers the ideal speedup is 2x.
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ from tracewh.synth import SynthConfig, write_trace
 
 BENCH = Path("data/bench/scale")
 N_FILES = 120
+ROUNDS = 3
 
 
 def traces() -> Path:
@@ -63,10 +66,19 @@ def main() -> None:
     src = traces()
     size = sum(p.stat().st_size for p in src.rglob("*.json.gz"))
     print(f"{N_FILES} traces, {size / 1e6:.1f} MB gzip, into fresh warehouses")
-    serial = _ingest(src, jobs=1)
-    two = _ingest(src, jobs=2)
-    dask = _ingest(src, dask="local:2")
+    # interleaved rounds, the order rotating: a noisy spell hits every executor alike
+    runs: dict[str, list[float]] = {"serial": [], "two": [], "dask": []}
+    order = ["serial", "two", "dask"]
+    for r in range(ROUNDS):
+        for name in order[r % 3:] + order[: r % 3]:
+            runs[name].append(
+                _ingest(src, jobs=1) if name == "serial"
+                else _ingest(src, jobs=2) if name == "two"
+                else _ingest(src, dask="local:2")
+            )
+    serial, two, dask = (statistics.median(runs[k]) for k in order)
     start = _cluster_start()
+    print(f"median of {ROUNDS} interleaved rounds")
     print(f"{'executor':18} {'wall s':>8} {'files/s':>8} {'speedup':>8}")
     for name, t in (("--jobs 1", serial), ("--jobs 2", two), ("--dask local:2", dask)):
         print(f"{name:18} {t:8.1f} {N_FILES / t:8.1f} {serial / t:7.2f}x")

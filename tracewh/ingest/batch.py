@@ -179,9 +179,11 @@ def ingest_paths(
             on_result(r)
     if options.parts == 1 and jobs > 1 and 0 < len(files) < jobs:
         options = replace(options, parts=max(1, jobs // len(files)))
-    elif jobs > 1 and executor is None:
-        # one process per core already: more DuckDB threads per process only contend
-        options = replace(options, threads=max(1, (os.cpu_count() or 2) // jobs))
+    else:
+        # processes sharing this machine's cores: more DuckDB threads each only contend
+        procs = jobs if executor is None else getattr(executor, "local_processes", None)
+        if procs is not None and procs > 1:
+            options = replace(options, threads=max(1, (os.cpu_count() or 2) // procs))
     tasks = [_Task(store, os.path.abspath(p), options) for p in files]
     if executor is None:
         executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)

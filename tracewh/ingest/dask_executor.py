@@ -68,6 +68,11 @@ class DaskExecutor:
     workers: int = 2
     on_error: Callable[[Any, BaseException], Any] | None = None
 
+    @property
+    def local_processes(self) -> int | None:
+        """Worker processes on this machine (a local cluster), or None for a remote one."""
+        return self.workers if self.address is None else None
+
     @contextlib.contextmanager
     def client(self) -> Iterator[Any]:
         """A ``distributed.Client`` connected to the cluster (closed on exit)."""
