@@ -320,15 +320,19 @@ def _write(events: list[Any], path: Path) -> None:
     path.write_text('{"traceEvents": ' + enc(events) + "}", encoding="utf-8")
 
 
+def _check_generated(tmp_path: Path, events: list[Any], skip_python: bool) -> None:
+    case = Path(tempfile.mkdtemp(dir=tmp_path))
+    _write(events, case / "t.json")
+    assert_same_staging(case / "t.json", case, skip_python=skip_python)
+
+
 @settings(max_examples=15, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(_EVENT, min_size=1, max_size=20), skip_python=st.booleans())
 def test_generated_events_stage_the_same_both_ways(
     tmp_path: Path, events: list[Any], skip_python: bool
 ) -> None:
-    case = Path(tempfile.mkdtemp(dir=tmp_path))
-    _write(events, case / "t.json")
-    assert_same_staging(case / "t.json", case, skip_python=skip_python)
+    _check_generated(tmp_path, events, skip_python)
 
 
 @pytest.mark.slow
@@ -338,6 +342,4 @@ def test_generated_events_stage_the_same_both_ways(
 def test_generated_events_stage_the_same_both_ways_many(
     tmp_path: Path, events: list[Any], skip_python: bool
 ) -> None:
-    case = Path(tempfile.mkdtemp(dir=tmp_path))
-    _write(events, case / "t.json")
-    assert_same_staging(case / "t.json", case, skip_python=skip_python)
+    _check_generated(tmp_path, events, skip_python)
