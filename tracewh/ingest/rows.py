@@ -292,28 +292,11 @@ def prepare_events(
                 durn = None
             ev["dur"] = durn
             if args:
-                # _typed_int inlined: the ids are almost always small ints
-                pop = args.pop
-                v = pop("correlation", None)
-                if v is not None and (type(v) is not int or v > I64_MAX or v < I64_MIN):
-                    v = _int(v, anomalies, "correlation")
-                ev["_c"] = v
-                v = pop("External id", None)
-                if v is not None and (type(v) is not int or v > I64_MAX or v < I64_MIN):
-                    v = _int(v, anomalies, "External id")
-                if v is None:
-                    v = pop("external id", None)
-                    if v is not None and (type(v) is not int or v > I64_MAX or v < I64_MIN):
-                        v = _int(v, anomalies, "external id")
-                ev["_e"] = v
-                v = pop("stream", None)
-                if v is not None and (type(v) is not int or v > I64_MAX or v < I64_MIN):
-                    v = _int(v, anomalies, "stream")
-                ev["_s"] = v
-                v = pop("device", None)
-                if v is not None and (type(v) is not int or v > I64_MAX or v < I64_MIN):
-                    v = _int(v, anomalies, "device")
-                ev["_d"] = v
+                ev["_c"] = _typed_int(args, "correlation", anomalies)
+                v = _typed_int(args, "External id", anomalies)
+                ev["_e"] = v if v is not None else _typed_int(args, "external id", anomalies)
+                ev["_s"] = _typed_int(args, "stream", anomalies)
+                ev["_d"] = _typed_int(args, "device", anomalies)
                 if cat == python_cat:
                     ev["_py"] = _typed_int(args, "Python id", anomalies)
                     ev["_pp"] = _typed_int(args, "Python parent id", anomalies)
