@@ -14,8 +14,14 @@
 -- t_gpu_place one row per GPU op: launch_index, link_method, place_ts (launch start
 --          where linked, else its own start)
 -- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
--- t_gpu_link  one row per GPU op: place, step, launch call, enclosing operator, in event
---          order (21_out_gpu_ops.sql reads it in event_index slices, with the typed args)
+-- t_gpu_link1 one row per GPU op: place, step, launch call, enclosing operator's index
+-- t_link_counts  the GPU op, runtime call, unlinked and HIP call counts
+--
+-- 11_link_out.sql and 12_op_out.sql order t_gpu_link1 and t_op by event_index;
+-- tracewh.ingest writes them to Parquet files of the staging folder that the views
+-- t_gpu_link and t_op read (21_out_gpu_ops.sql reads them in event_index slices,
+-- with the typed args), so the output queries keep no linkage table in DuckDB's
+-- memory, and no join here holds the operators' names against every GPU op.
 
 CREATE OR REPLACE TEMP TABLE t_steps AS
 SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
@@ -149,12 +155,6 @@ SELECT cat, name,
        tw_memcpy_kind(name) AS memcpy_kind
 FROM (SELECT DISTINCT cat, name FROM t_gpu0);
 
--- the time that places an event in the --steps window and in a step: a GPU op is
--- placed by its launch call where linked, every other event by its own start
-CREATE OR REPLACE TEMP TABLE t_place AS
-SELECT g.event_index, r.ts_ns AS launch_ts_ns
-FROM t_gpu g JOIN t_rt r ON r.event_index = g.launch_index;
-
 -- the CPU operators that enclose a launch (a small build side for 21_out_gpu_ops.sql)
 CREATE OR REPLACE TEMP TABLE t_op AS
 SELECT e.event_index, e.name, e.ts_ns, e.dur_ns, e.external_id,
@@ -185,26 +185,29 @@ LEFT JOIN t_gpu_step st USING (event_index)
 LEFT JOIN t_rt r ON r.event_index = p.launch_index;
 
 CREATE OR REPLACE TEMP TABLE t_gpu_link1 AS
-SELECT k.*, o.name AS op_name, o.ts_ns AS op_ts_ns, o.dur_ns AS op_dur_ns,
-       o.input_dims AS op_input_dims, o.external_id AS op_external_id
+SELECT k.*, l.op_index
 FROM t_gpu_link0 k
-LEFT JOIN t_launch l ON l.launch_index = k.launch_index
-LEFT JOIN t_op o ON o.event_index = l.op_index;
-
-CREATE OR REPLACE TEMP TABLE t_gpu_link AS
-SELECT * FROM t_gpu_link1 ORDER BY event_index;
+LEFT JOIN t_launch l ON l.launch_index = k.launch_index;
 DROP TABLE IF EXISTS t_gpu_link0;
-DROP TABLE IF EXISTS t_gpu_link1;
+DROP TABLE IF EXISTS t_launch;
 
--- free what the output queries do not read (they keep t_rt, t_gpu, t_gpu0, t_steps,
--- t_names, t_place and t_gpu_link), so those stay in memory instead of spilling
+-- counts for the runs row (30_summary.sql), kept once the tables they come from are dropped
+CREATE OR REPLACE TEMP TABLE t_link_counts AS
+SELECT (SELECT count(*) FROM t_gpu0) AS n_gpu_ops,
+       (SELECT count(*) FROM t_rt) AS n_runtime,
+       (SELECT count(*) FROM t_gpu WHERE launch_index IS NULL) AS n_unlinked_gpu_ops,
+       (SELECT count(*) FILTER (WHERE starts_with(name, 'hip')) FROM t_rt) AS n_hip_calls;
+
+-- free everything but t_gpu_link1 and t_op (11_link_out.sql and 12_op_out.sql read
+-- them) and the small t_steps, t_names, t_link_counts
 DROP TABLE IF EXISTS t_by_corr;
 DROP TABLE IF EXISTS t_by_flow;
 DROP TABLE IF EXISTS t_by_ext;
 DROP TABLE IF EXISTS t_cpu;
 DROP TABLE IF EXISTS t_sweep;
 DROP TABLE IF EXISTS t_launch0;
-DROP TABLE IF EXISTS t_launch;
-DROP TABLE IF EXISTS t_op;
 DROP TABLE IF EXISTS t_gpu_place;
 DROP TABLE IF EXISTS t_gpu_step;
+DROP TABLE IF EXISTS t_gpu;
+DROP TABLE IF EXISTS t_gpu0;
+DROP TABLE IF EXISTS t_rt;

@@ -1,9 +1,10 @@
 -- rows of `gpu_ops` for one run whose event_index is in [$slice_lo, $slice_hi)
 -- (params: $run_id, $ingest_id, $day, $base_ns, $lo_ns, $hi_ns, $slice_lo, $slice_hi);
 -- written a slice at a time, so the join's memory is bounded by the slice.
--- s_ev_slice, s_gpu_slice: the staged `ph: X` rows and GPU op typed args of that slice
--- (views tracewh.ingest.pipeline sets per slice, so the event_index bounds prune the
--- staged Parquet files)
+-- s_ev_slice, s_gpu_slice, s_op_slice: the staged `ph: X` rows and GPU op typed args
+-- of that slice and the CPU operators enclosing its launches (views
+-- tracewh.ingest.pipeline sets per slice, so event_index bounds prune the Parquet
+-- files and row groups read)
 SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        e.event_index, e.cat, e.name, e.pid, e.tid, e.pid_label, e.tid_label,
        e.ts_ns + $base_ns AS ts_ns, e.dur_ns, e.correlation, e.external_id, e.stream, e.device,
@@ -15,13 +16,14 @@ SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        x.link_method,
        x.launch_name, x.launch_ts_ns + $base_ns AS launch_ts_ns, x.launch_dur_ns,
        x.launch_pid, x.launch_tid,
-       x.op_name, x.op_ts_ns + $base_ns AS op_ts_ns, x.op_dur_ns,
-       x.op_input_dims, x.op_external_id,
+       o.name AS op_name, o.ts_ns + $base_ns AS op_ts_ns, o.dur_ns AS op_dur_ns,
+       o.input_dims AS op_input_dims, o.external_id AS op_external_id,
        CAST(NULL AS VARCHAR) AS module_path,
        x.step
 FROM s_ev_slice e
 JOIN t_gpu_link x USING (event_index)
 LEFT JOIN s_gpu_slice a ON a.event_index = e.event_index
+LEFT JOIN s_op_slice o ON o.event_index = x.op_index
 LEFT JOIN t_names n ON n.cat IS NOT DISTINCT FROM e.cat AND n.name IS NOT DISTINCT FROM e.name
 WHERE tw_keep(x.place_ts, $lo_ns, $hi_ns)
   AND x.event_index >= $slice_lo AND x.event_index < $slice_hi

@@ -312,11 +312,40 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
             con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
         con.execute(NAMES_SQL.read_text(encoding="utf-8"))
         link = (INGEST_SQL / "10_link.sql").read_text(encoding="utf-8")
-        retry_on_oom(con, lambda: con.execute(link), parse_size(options.memory_limit))
+        _, limit = retry_on_oom(con, lambda: con.execute(link), parse_size(options.memory_limit))
+        retry_on_oom(con, functools.partial(_write_link, con, staging), limit)
     except BaseException:
         con.close()
         raise
     return con
+
+
+def _write_link(con: Any, folder: Path) -> None:
+    """Write the GPU ops' linkage and their operators to Parquet in ``folder``.
+
+    ``11_link_out.sql`` and ``12_op_out.sql``, in event order (row groups of
+    :data:`GPU_SLICE_ROWS`, so a ``gpu_ops`` slice reads one or two of each),
+    then drops the tables they read and defines the views ``t_gpu_link`` and
+    ``t_op`` over the files: no linkage table stays in DuckDB's memory (held
+    there, the output queries paged them back in up to the memory limit).
+    Safe to repeat (the files are written again from their start).
+    """
+    con.execute("SET preserve_insertion_order = true")  # the files in event order
+    try:
+        for name, sql_file in (("gpu_link", "11_link_out.sql"), ("op", "12_op_out.sql")):
+            query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
+            con.execute(
+                f"COPY ({query}) TO $out (FORMAT parquet, COMPRESSION lz4, "
+                f"ROW_GROUP_SIZE {GPU_SLICE_ROWS})",
+                {"out": str(folder / f"{name}.parquet")},
+            )
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+    con.execute("DROP TABLE IF EXISTS t_gpu_link1")
+    con.execute("DROP TABLE IF EXISTS t_op")
+    for name in ("gpu_link", "op"):
+        files = _parquet_files([folder / f"{name}.parquet"])
+        con.execute(f"CREATE OR REPLACE TEMP VIEW t_{name} AS SELECT * FROM {files}")
 
 
 def _part_select(folder: str, table: str, off: int, files: list[Path] | None = None) -> str:
@@ -450,26 +479,40 @@ def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
 GPU_SLICE_ROWS = 16_384
 
 
-def _gpu_slices(con: Any) -> list[tuple[int, int]]:
-    """``event_index`` ranges of about :data:`GPU_SLICE_ROWS` GPU ops each, in order."""
-    edges = [
-        int(r[0])
-        for r in con.execute(
-            "SELECT event_index FROM (SELECT event_index, row_number() OVER (ORDER BY event_index)"
-            " - 1 AS k FROM t_gpu0) WHERE k % $n = 0 ORDER BY event_index",
-            {"n": GPU_SLICE_ROWS},
-        ).fetchall()
-    ]
-    return list(zip(edges, [*edges[1:], I64_MAX], strict=False))
+@dataclass(frozen=True)
+class _Slices:
+    """The ``gpu_ops`` output slices: ``event_index`` ranges, each with its operators' range."""
+
+    ranges: list[tuple[int, int]]  # [lo, hi) of about GPU_SLICE_ROWS GPU ops each, in order
+    ops: dict[int, tuple[int, int] | None]  # lo -> enclosing operators' [first, last] index
+
+
+def _gpu_slices(con: Any) -> _Slices:
+    """The slices of :data:`GPU_SLICE_ROWS` GPU ops (``13_gpu_slices.sql``)."""
+    rows = con.execute(
+        (INGEST_SQL / "13_gpu_slices.sql").read_text(encoding="utf-8"), {"n": GPU_SLICE_ROWS}
+    ).fetchall()
+    edges = [int(r[0]) for r in rows]
+    return _Slices(
+        ranges=list(zip(edges, [*edges[1:], I64_MAX], strict=False)),
+        ops={int(lo): (int(a), int(b)) if a is not None else None for lo, a, b in rows},
+    )
 
 
 def _slice_view(
-    con: Any, parts: list[tuple[str, int]], lo: int, hi: int, ranges: _FileRanges
+    con: Any,
+    parts: list[tuple[str, int]],
+    lo: int,
+    hi: int,
+    ops: tuple[int, int] | None,
+    ranges: _FileRanges,
 ) -> None:
-    """(Re)define ``s_ev_slice`` / ``s_gpu_slice``: staged rows with ``lo <= event_index < hi``.
+    """(Re)define the views of one ``gpu_ops`` slice (``21_out_gpu_ops.sql``).
 
-    The bounds are literals relative to each part, so DuckDB prunes the
-    staged Parquet files and row groups outside the slice.
+    ``s_ev_slice`` / ``s_gpu_slice``: staged rows with ``lo <= event_index < hi``;
+    ``s_op_slice``: the operators in ``ops`` (first, last event_index). The bounds
+    are literals (relative to each part for staged rows), so DuckDB prunes the
+    Parquet files and row groups outside the slice.
     """
     ends = [off for _, off in parts[1:]] + [I64_MAX]
     for view, table in (("s_ev_slice", "ev"), ("s_gpu_slice", "gpu")):
@@ -486,6 +529,10 @@ def _slice_view(
         if not selects:  # no part overlaps: an empty slice
             selects.append(f"SELECT * FROM s_{table} WHERE false")
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {' UNION ALL '.join(selects)}")
+    where = (
+        f"event_index >= {int(ops[0])} AND event_index <= {int(ops[1])}" if ops else "false"
+    )
+    con.execute(f"CREATE OR REPLACE TEMP VIEW s_op_slice AS SELECT * FROM t_op WHERE {where}")
 
 
 def _derive_and_commit(
@@ -540,11 +587,13 @@ def _derive_and_commit(
         used = {k: v for k, v in params.items() if f"${k}" in query}
         slices = run(lambda: _gpu_slices(con)) if table == "gpu_ops" else None
         on_slice = (
-            (lambda lo, hi: _slice_view(con, parts, lo, hi, ranges)) if slices is not None else None
+            (lambda lo, hi, s=slices: _slice_view(con, parts, lo, hi, s.ops[lo], ranges))
+            if slices is not None else None
         )
         written[table] = run(functools.partial(
             copy_and_commit, store, con, table, query, used, day=day, run_id=run_id,
-            ingest_id=ingest_id, slices=slices, on_slice=on_slice,
+            ingest_id=ingest_id, slices=slices.ranges if slices is not None else None,
+            on_slice=on_slice,
         ))
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
