@@ -89,7 +89,7 @@ def test_the_compiled_columns_are_the_staging_columns() -> None:
     for table, columns in module.columns().items():
         expected = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
         assert [(name, _KIND_TYPES[kind]) for name, kind in columns] == expected, table
-    assert set(module.columns()) == {"ev", "py", "gpu", "flow", "inst"}
+    assert set(module.columns()) == {"ev", "gev", "py", "gpu", "flow", "inst"}
 
 
 @pytest.mark.parametrize(
@@ -178,13 +178,16 @@ def test_ordinary_events_are_typed_exactly() -> None:
         (buffers,) = [c for c in staged[table] if c[0] == name]
         return list(fast._table([buffers]).column(0).to_pylist())
 
-    assert column("ev", "ts_ns") == [1500, 1700000000000000123]
-    assert column("ev", "dur_ns") == [3000, 2000]  # 2000.5 ns truncated, as int(Decimal) does
-    assert column("ev", "external_id") == [7, None]
-    assert column("ev", "correlation") == [9, 9]
-    assert column("ev", "stream") == [None, 7]
-    assert column("ev", "device") == [None, 0]  # a GPU op without a device arg: its pid
-    args = [json.loads(a) for a in column("ev", "args_json")]
+    def both(name: str) -> list[Any]:  # the CPU op (ev), then the kernel (gev)
+        return column("ev", name) + column("gev", name)
+
+    assert both("ts_ns") == [1500, 1700000000000000123]
+    assert both("dur_ns") == [3000, 2000]  # 2000.5 ns truncated, as int(Decimal) does
+    assert both("external_id") == [7, None]
+    assert both("correlation") == [9, 9]
+    assert both("stream") == [None, 7]
+    assert both("device") == [None, 0]  # a GPU op without a device arg: its pid
+    args = [json.loads(a) for a in both("args_json")]
     assert args[0] == {"Input Dims": [[2, 3]], "note": "a\n\"b\"", "scale": 0.25}
     assert args[1] == {"grid": [4, 1, 1], "block": [128, 1, 1], "blocks per SM": 0.5}
     assert column("gpu", "grid_x") == [4] and column("gpu", "block_x") == [128]

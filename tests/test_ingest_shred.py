@@ -12,6 +12,7 @@ import pytest
 
 from tracewh.ingest import fast
 from tracewh.ingest.shred import STAGING_TABLES, shred_statements, stage_part
+from tracewh.schema import GPU_OP_CATEGORIES
 from tracewh.sqlfiles import SQL_DIR
 from tracewh.synth import SynthConfig, write_trace
 
@@ -71,8 +72,11 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> 
         glob = str(part / table / "*.parquet")
         return int(con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchall()[0][0])
 
+    gpu_ops = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") in GPU_OP_CATEGORIES)
     assert python > 0
-    assert rows("ev") == by_ph["X"] - python
+    assert gpu_ops > 0
+    assert rows("ev") == by_ph["X"] - python - gpu_ops
+    assert rows("gev") == gpu_ops
     assert rows("py") == python
     assert rows("flow") == by_ph["s"] + by_ph["t"] + by_ph["f"]
     assert rows("thr") == by_ph["M"]
@@ -96,7 +100,7 @@ def test_without_the_compiled_extension_the_pure_path_stages_everything(
     assert result.events == len(events)
     assert not list(part.rglob("fast-*.parquet"))  # nothing from the compiled path
     con = duckdb.connect()
-    glob = str(part / "ev" / "*.parquet")
-    staged = con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchall()[0][0]
+    globs = [str(part / "ev" / "*.parquet"), str(part / "gev" / "*.parquet")]
+    staged = con.execute("SELECT count(*) FROM read_parquet(?)", [globs]).fetchall()[0][0]
     xs = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") != "python_function")
     assert staged == xs

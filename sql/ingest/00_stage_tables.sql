@@ -6,7 +6,8 @@
 -- (`anom` alone is filled in memory). event_index is the position in the part; the
 -- reader adds the part's offset.
 --
--- ev    one row per `ph: X` event except python_function: base columns
+-- ev    one row per `ph: X` event except python_function and GPU ops: base columns
+-- gev   one row per GPU op (`ph: X` of a GPU op category): base columns, as ev
 -- py    one row per python_function event: base columns, python ids
 -- gpu   one row per GPU op (kernel/copy/set categories) with args: typed args
 -- inst  one row per instant event (`ph: i/I`) or event of a phase tracewh does not model
@@ -23,6 +24,11 @@
 -- tw_bad_triple(l, args, path) likewise for grid/block: not a list of 3 integers
 
 CREATE TABLE IF NOT EXISTS ev (
+    event_index BIGINT, cat VARCHAR, name VARCHAR, pid BIGINT, tid BIGINT,
+    pid_label VARCHAR, tid_label VARCHAR, ts_ns BIGINT, dur_ns BIGINT,
+    correlation BIGINT, external_id BIGINT, stream BIGINT, device BIGINT, args_json VARCHAR
+);
+CREATE TABLE IF NOT EXISTS gev (
     event_index BIGINT, cat VARCHAR, name VARCHAR, pid BIGINT, tid BIGINT,
     pid_label VARCHAR, tid_label VARCHAR, ts_ns BIGINT, dur_ns BIGINT,
     correlation BIGINT, external_id BIGINT, stream BIGINT, device BIGINT, args_json VARCHAR

@@ -6,22 +6,29 @@
 -- json_transform, which gives NULL for a value that does not convert (the text stays
 -- in args_json); such values of GPU op args are counted in `anom` as mistyped:<arg>.
 
+-- the `ph: X` rows but python_function: ev gets the GPU ops' apart (gev), so a
+-- gpu_ops output slice reads only GPU ops
+CREATE OR REPLACE TEMP VIEW x AS
+SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
+       CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
+       CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
+       CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
+       CAST(ts AS BIGINT) AS ts_ns, CAST(dur AS BIGINT) AS dur_ns,
+       CAST(_c AS BIGINT) AS correlation, CAST(_e AS BIGINT) AS external_id,
+       CAST(CASE WHEN _s IS NULL AND _gpu THEN tw_i64(tid) ELSE _s END AS BIGINT) AS stream,
+       CAST(CASE WHEN _d IS NULL AND _gpu THEN tw_i64(pid) ELSE _d END AS BIGINT) AS device,
+       CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json,
+       _gpu
+FROM (SELECT *, coalesce(cat IN (SELECT cat FROM t_gpu_cats), false) AS _gpu FROM c)
+WHERE ph = 'X' AND cat IS DISTINCT FROM 'python_function';
+
 -- ev
-COPY (
-    SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
-           CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
-           CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
-           CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
-           CAST(ts AS BIGINT) AS ts_ns, CAST(dur AS BIGINT) AS dur_ns,
-           CAST(_c AS BIGINT) AS correlation, CAST(_e AS BIGINT) AS external_id,
-           CAST(CASE WHEN _s IS NULL AND cat IN (SELECT cat FROM t_gpu_cats) THEN tw_i64(tid)
-                     ELSE _s END AS BIGINT) AS stream,
-           CAST(CASE WHEN _d IS NULL AND cat IN (SELECT cat FROM t_gpu_cats) THEN tw_i64(pid)
-                     ELSE _d END AS BIGINT) AS device,
-           CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json
-    FROM c
-    WHERE ph = 'X' AND cat IS DISTINCT FROM 'python_function'
-) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
+COPY (SELECT * EXCLUDE (_gpu) FROM x WHERE NOT _gpu)
+TO $out (FORMAT parquet, COMPRESSION lz4_raw);
+
+-- gev
+COPY (SELECT * EXCLUDE (_gpu) FROM x WHERE _gpu)
+TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
 CREATE OR REPLACE TEMP TABLE g AS
 SELECT _i, args, json_transform(args, '{"grid": "BIGINT[]", "block": "BIGINT[]",

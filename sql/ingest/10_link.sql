@@ -1,5 +1,6 @@
--- Ingest-time derivations over one run's staging tables (s_ev, s_gpu, s_py, s_inst,
--- s_cnt, s_flow, s_thr; timestamps still relative to baseTimeNanoseconds).
+-- Ingest-time derivations over one run's staging tables (s_ev, s_gev, s_gpu, s_py,
+-- s_inst, s_cnt, s_flow, s_thr; s_ev holds the GPU ops of s_gev too; timestamps
+-- still relative to baseTimeNanoseconds).
 -- Not an analysis view: run by tracewh.ingest for each trace, in one DuckDB
 -- connection that spills to disk, so linkage stays within bounded memory.
 --
@@ -43,7 +44,7 @@ WHERE cat IN ('cuda_runtime', 'cuda_driver', 'Runtime', 'mtia_runtime', 'hip_run
 
 CREATE OR REPLACE TEMP TABLE t_gpu0 AS
 SELECT event_index, cat, name, pid, tid, ts_ns, correlation, external_id
-FROM s_ev
+FROM s_gev
 WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events');
 
 -- 1. correlation id (one runtime call per id: the earliest)

@@ -1,7 +1,7 @@
 -- rows of `gpu_ops` for one run whose event_index is in [$slice_lo, $slice_hi)
 -- (params: $run_id, $ingest_id, $day, $base_ns, $lo_ns, $hi_ns, $slice_lo, $slice_hi);
 -- written a slice at a time, so the join's memory is bounded by the slice.
--- s_ev_slice, s_gpu_slice, s_op_slice: the staged `ph: X` rows and GPU op typed args
+-- s_gev_slice, s_gpu_slice, s_op_slice: the GPU ops' staged base rows and typed args
 -- of that slice and the CPU operators enclosing its launches (views
 -- tracewh.ingest.pipeline sets per slice, so event_index bounds prune the Parquet
 -- files and row groups read)
@@ -20,7 +20,7 @@ SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        o.input_dims AS op_input_dims, o.external_id AS op_external_id,
        CAST(NULL AS VARCHAR) AS module_path,
        x.step
-FROM s_ev_slice e
+FROM s_gev_slice e
 JOIN t_gpu_link x USING (event_index)
 LEFT JOIN s_gpu_slice a ON a.event_index = e.event_index
 LEFT JOIN s_op_slice o ON o.event_index = x.op_index

@@ -164,9 +164,12 @@ static const int I_KINDS[I_NCOLS] = {
     K_I64, K_STR, K_STR, K_STR, K_I64, K_I64, K_STR, K_STR, K_I64, K_STR,
     K_I64, K_I64, K_I64, K_I64, K_I64, K_I64, K_STR};
 
-enum { T_EV, T_PY, T_GPU, T_FLOW, T_INST, T_N };
-static const char *T_NAMES[T_N] = {"ev", "py", "gpu", "flow", "inst"};
-static const int T_NCOLS[T_N] = {EV_NCOLS - 2, EV_NCOLS, G_NCOLS, F_NCOLS, I_NCOLS};
+/* ev: `ph: X` rows but GPU ops and python_function; gev: GPU ops' base rows (so a
+   gpu_ops output slice reads only those); py: python_function rows */
+enum { T_EV, T_GEV, T_PY, T_GPU, T_FLOW, T_INST, T_N };
+static const char *T_NAMES[T_N] = {"ev", "gev", "py", "gpu", "flow", "inst"};
+static const int T_NCOLS[T_N] = {EV_NCOLS - 2, EV_NCOLS - 2, EV_NCOLS, G_NCOLS, F_NCOLS,
+                                 I_NCOLS};
 
 static const char *col_name(int t, int c) {
     return t == T_GPU ? G_NAMES[c] : t == T_FLOW ? F_NAMES[c] : t == T_INST ? I_NAMES[c]
@@ -788,7 +791,7 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
     }
 
     /* decided: append */
-    Col *c = self->tables[is_python ? T_PY : T_EV].cols;
+    Col *c = self->tables[is_python ? T_PY : is_gpu ? T_GEV : T_EV].cols;
     int64_t stream = ids[2], device = ids[3];
     int stream_ok = ids_ok[2], device_ok = ids_ok[3];
     if (is_gpu && !stream_ok) { stream = tid; stream_ok = tid_ok; }

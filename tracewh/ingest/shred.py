@@ -187,7 +187,7 @@ class _Chunks:
 
 
 #: The staging tables of ``sql/ingest/00_stage_tables.sql`` (``anom`` stays in memory).
-STAGING_TABLES = ("ev", "py", "gpu", "inst", "cnt", "flow", "thr")
+STAGING_TABLES = ("ev", "gev", "py", "gpu", "inst", "cnt", "flow", "thr")
 
 
 def shred_statements(sql: str) -> list[tuple[str | None, str]]:
