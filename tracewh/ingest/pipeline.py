@@ -98,7 +98,7 @@ class IngestOptions:
     force: bool = False
     job: str | None = None
     batch_rows: int = 50_000
-    memory_limit: str = "96MB"
+    memory_limit: str = "80MB"
     output_memory_limit: str = "96MB"
     parts: int = 1  # processes that parse one file in parallel (set by the batch driver)
     stage_memory_limit: str = "96MB"
