@@ -1,14 +1,20 @@
-"""Helpers of tracewh.ingest.pipeline that read the staged Parquet files."""
+"""tracewh.ingest.pipeline: the helpers that read staged Parquet files, the gpu_ops slices."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
 
-from tracewh.ingest.pipeline import _FileRanges, _parquet_files
+from tracewh.ingest import pipeline
+from tracewh.ingest.pipeline import IngestOptions, _FileRanges, _parquet_files, ingest_file
+from tracewh.store import Store
+from tracewh.synth import SynthConfig, write_trace
 
 
 def _write(path: Path, indices: list[int]) -> None:
@@ -46,3 +52,28 @@ def test_the_largest_file_comes_first(tmp_path: Path) -> None:
     sql = _parquet_files(files)
     assert sql.index("b-large") < sql.index("a-small")
     assert duckdb.sql(f"SELECT count(*) FROM {sql}").fetchall() == [(10_001,)]
+
+
+def test_gpu_ops_written_in_many_slices_are_the_rows_of_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slices of 7 GPU ops (each with its own operators' range) give the rows of one slice."""
+    trace = tmp_path / "t.pt.trace.json.gz"
+    write_trace(trace, SynthConfig(steps=2, layers=2, seed=4))
+
+    def gpu_ops(name: str) -> pl.DataFrame:
+        store = Store(tmp_path / name)
+        store.create()
+        result = ingest_file(store, trace, IngestOptions())
+        assert result.outcome == "ingested", result.error
+        table = DeltaTable(str(tmp_path / name / "tables" / "gpu_ops")).to_pyarrow_table()
+        df = pl.from_arrow(table)
+        assert isinstance(df, pl.DataFrame)
+        return df.drop("ingest_id").sort("event_index")
+
+    whole = gpu_ops("whole")
+    assert whole.height > 7 * 10
+    assert whole["op_name"].null_count() < whole.height  # operators joined
+    monkeypatch.setattr(pipeline, "GPU_SLICE_ROWS", 7)
+    sliced = gpu_ops("sliced")
+    assert sliced.equals(whole)
