@@ -8,7 +8,12 @@ by side, each measurement in a fresh subprocess: the bare parse
 ``ingest_file`` with ``parts=1`` and ``parts=2``. The ratio is throughput
 ingest / ijson (= ijson seconds / ingest seconds; the target is >= 0.7). Peak RSS
 is reported for the ingesting process and for its largest child (the second
-parsing process of ``parts=2``). The many-files part ingests small traces with a
+parsing process of ``parts=2``), as the kernel's high-water mark ``VmHWM``: the
+process's own from ``/proc/self/status`` at the end, a child's by polling its
+``/proc/<pid>/status`` every 50 ms while it runs. Not ``ru_maxrss``: Linux carries
+the parent's peak into a child's ``ru_maxrss`` across fork and exec, so under
+``make bench`` (earlier benchmarks in the same parent) it reported the parent's
+peak. The many-files part ingests small traces with a
 process pool of 1 then 2 workers (the ``--jobs`` driver's shape).
 """
 
@@ -16,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,9 +43,47 @@ def _trace(size: str) -> Path:
     return path
 
 
+def _hwm_mb(pid: int | str = "self") -> float:
+    """Peak resident set (``VmHWM``) of a process in MB; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class _ChildPeak(threading.Thread):
+    """The largest ``VmHWM`` of this process's children, polled every 50 ms while they run."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_mb = 0.0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        tasks = Path("/proc/self/task")
+        while not self._done.wait(0.05):
+            for task in tasks.iterdir():
+                try:
+                    pids = (task / "children").read_text().split()
+                except OSError:
+                    continue
+                for pid in pids:
+                    self.peak_mb = max(self.peak_mb, _hwm_mb(pid))
+
+    def stop(self) -> float:
+        self._done.set()
+        self.join()
+        return self.peak_mb
+
+
 def _child(mode: str, path: Path, parts: int) -> dict[str, float]:
     """Run in a fresh interpreter: one measurement, as JSON on stdout."""
     out: dict[str, float] = {}
+    children = _ChildPeak()
+    children.start()
     t0 = time.perf_counter()
     if mode == "ijson":
         import gzip
@@ -67,8 +110,8 @@ def _child(mode: str, path: Path, parts: int) -> dict[str, float]:
                 p.stat().st_size for p in (Path(tmp) / "wh" / "tables").rglob("*.parquet")
             )
     out.setdefault("seconds", time.perf_counter() - t0)
-    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out["child_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    out["rss_mb"] = _hwm_mb()
+    out["child_rss_mb"] = children.stop()
     return out
 
 
