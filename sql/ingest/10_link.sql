@@ -15,7 +15,8 @@
 -- t_gpu_place one row per GPU op: launch_index, link_method, place_ts (launch start
 --          where linked, else its own start)
 -- t_gpu_step  one row per GPU op: the ProfilerStep its place falls in (NULL if none)
--- t_gpu_link1 one row per GPU op: place, step, launch call, enclosing operator's index
+-- t_gpu_link0 one row per GPU op: place, step, launch call
+-- t_gpu_link1 t_gpu_link0 with the event_index of the launch's enclosing operator
 -- t_link_counts  the GPU op, runtime call, unlinked and HIP call counts
 --
 -- 11_link_out.sql and 12_op_out.sql order t_gpu_link1 and t_op by event_index;
