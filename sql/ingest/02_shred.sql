@@ -6,8 +6,8 @@
 -- json_transform, which gives NULL for a value that does not convert (the text stays
 -- in args_json); such values of GPU op args are counted in `anom` as mistyped:<arg>.
 
--- the `ph: X` rows but python_function: ev gets the GPU ops' apart (gev), so a
--- gpu_ops output slice reads only GPU ops
+-- the `ph: X` rows, routed below to ev, gev (GPU ops: apart, so a gpu_ops output
+-- slice reads only GPU ops) and py (python_function)
 CREATE OR REPLACE TEMP VIEW x AS
 SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
        CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
@@ -18,16 +18,22 @@ SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
        CAST(CASE WHEN _s IS NULL AND _gpu THEN tw_i64(tid) ELSE _s END AS BIGINT) AS stream,
        CAST(CASE WHEN _d IS NULL AND _gpu THEN tw_i64(pid) ELSE _d END AS BIGINT) AS device,
        CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json,
-       _gpu
+       CAST(_py AS BIGINT) AS python_id, CAST(_pp AS BIGINT) AS python_parent_id,
+       _gpu, coalesce(cat = 'python_function', false) AS _python
 FROM (SELECT *, coalesce(cat IN (SELECT cat FROM t_gpu_cats), false) AS _gpu FROM c)
-WHERE ph = 'X' AND cat IS DISTINCT FROM 'python_function';
+WHERE ph = 'X';
 
 -- ev
-COPY (SELECT * EXCLUDE (_gpu) FROM x WHERE NOT _gpu)
+COPY (SELECT * EXCLUDE (python_id, python_parent_id, _gpu, _python) FROM x
+      WHERE NOT _gpu AND NOT _python)
 TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
 -- gev
-COPY (SELECT * EXCLUDE (_gpu) FROM x WHERE _gpu)
+COPY (SELECT * EXCLUDE (python_id, python_parent_id, _gpu, _python) FROM x WHERE _gpu)
+TO $out (FORMAT parquet, COMPRESSION lz4_raw);
+
+-- py
+COPY (SELECT * EXCLUDE (_gpu, _python) FROM x WHERE _python)
 TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
 CREATE OR REPLACE TEMP TABLE g AS
@@ -91,21 +97,6 @@ FROM (UNPIVOT (
 WHERE n > 0;
 
 DROP TABLE g;
-
--- py
-COPY (
-    SELECT CAST(_i AS BIGINT) AS event_index, CAST(cat AS VARCHAR) AS cat,
-           CAST(name AS VARCHAR) AS name, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
-           CAST(coalesce(pid_label, tw_i64_label(pid)) AS VARCHAR) AS pid_label,
-           CAST(coalesce(tid_label, tw_i64_label(tid)) AS VARCHAR) AS tid_label,
-           CAST(ts AS BIGINT) AS ts_ns, CAST(dur AS BIGINT) AS dur_ns,
-           CAST(_c AS BIGINT) AS correlation, CAST(_e AS BIGINT) AS external_id,
-           CAST(_s AS BIGINT) AS stream, CAST(_d AS BIGINT) AS device,
-           CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json,
-           CAST(_py AS BIGINT) AS python_id, CAST(_pp AS BIGINT) AS python_parent_id
-    FROM c
-    WHERE ph = 'X' AND cat = 'python_function'
-) TO $out (FORMAT parquet, COMPRESSION lz4_raw);
 
 -- inst
 COPY (
