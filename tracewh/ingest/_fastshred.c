@@ -715,10 +715,12 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
         PyObject *bp_obj = PyDict_GetItemWithError(ev, self->k_bp);
         if (!bp_obj && PyErr_Occurred()) return -1;
         if (!as_utf8(bp_obj, &bp, &bp_len)) return 0;
-        /* flows stage no args, but args that are not an object count mistyped_args */
+        /* flows stage no args: non-empty args (counted flow_args_dropped) or args that
+           are not an object (mistyped_args) go to the pure path */
         PyObject *fargs = PyDict_GetItemWithError(ev, self->k_args);
         if (!fargs && PyErr_Occurred()) return -1;
-        if (fargs && fargs != Py_None && !PyDict_CheckExact(fargs)) return 0;
+        if (fargs && fargs != Py_None && (!PyDict_CheckExact(fargs) || PyDict_GET_SIZE(fargs)))
+            return 0;
         Col *c = self->tables[T_FLOW].cols;
         char phs = (char)phc;
         if (col_i64(&c[F_INDEX], index, 1) || col_str(&c[F_PH], &phs, 1, 1) ||
