@@ -28,7 +28,9 @@ GPU_CATS = frozenset(
 )
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "hip_runtime"})
 CPU_OP_CATS = frozenset({"cpu_op", "user_annotation", "Operator"})
-CHILD_TABLES = ("events", "gpu_ops", "steps", "instants", "counters", "flows", "python", "threads")
+CHILD_TABLES = (
+    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python", "threads"
+)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -78,6 +80,8 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
                 steps.add(int(name[13:]))
         elif ph in ("s", "t", "f"):
             out["flows"] += 1
+            if ev.get("args") is not None and ev.get("args") != {}:  # a non-object: {"_args": ...}
+                out["flow_args"] += 1
         elif ph == "M":
             args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
             value = args.get("name", args.get("labels"))

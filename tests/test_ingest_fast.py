@@ -149,7 +149,6 @@ _BASE = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2,
         {"ph": "C"}, {"ph": "M"}, {"ph": "B"}, {"ph": 1}, {"ph": "s", "id": None},
         {"ph": "s", "id": "0x1"}, {"ph": "f", "id": 1, "bp": 3},
         {"ph": "s", "id": 1, "args": 0},  # found by the generated-events test
-        {"ph": "f", "id": 1, "args": {"weight": 0, "critical": True}},  # flow_args_dropped
         {"ph": "i", "s": 1}, {"ph": "i", "args": {"Bytes": Decimal("1.5")}},
     ],
 )

@@ -20,7 +20,9 @@ from tracewh.ingest.pipeline import IngestOptions, ingest_file
 from tracewh.store import Store
 from tracewh.synth import SynthConfig, write_trace
 
-_TABLES = ("events", "gpu_ops", "steps", "instants", "counters", "flows", "python", "threads")
+_TABLES = (
+    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python", "threads"
+)
 _VOLATILE = ("ingest_id", "ingested_at", "tracewh_version", "source_path", "job")
 
 

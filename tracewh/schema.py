@@ -239,6 +239,16 @@ FLOWS = pa.schema(
     ]
 )
 
+#: The args of flow events that have any (e.g. HTA's critical-path annotations), apart
+#: from ``flows`` so warehouses written before it keep their ``flows`` schema.
+FLOW_ARGS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),
+        pa.field("args_json", pa.string()),
+    ]
+)
+
 THREADS = pa.schema(
     [
         *_RUN_KEY,
@@ -297,11 +307,16 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("instants", INSTANTS, ("day",), "one row per instant (ph i/I) or other event"),
         TableSpec("counters", COUNTERS, ("day",), "one row per (counter event, series)"),
         TableSpec("flows", FLOWS, ("day",), "one row per flow event (ph s/t/f)"),
+        TableSpec("flow_args", FLOW_ARGS, ("day",), "the args of each flow event that has any"),
         TableSpec("python", PYTHON, ("day",), "one row per python_function event"),
         TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
     )
 }
+
+#: Tables added after warehouses were first written: one written before gets them (empty)
+#: the next time it is opened (:meth:`tracewh.store.Store.require`).
+ADDED_TABLES: tuple[str, ...] = ("flow_args",)
 
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)

@@ -53,7 +53,7 @@ from tracewh.errors import (
     WarehouseNotFoundError,
     WarehousePathError,
 )
-from tracewh.schema import TABLES
+from tracewh.schema import ADDED_TABLES, TABLES
 
 ReaderFactory = Callable[[], pa.RecordBatchReader | pa.Table]
 
@@ -195,6 +195,8 @@ class Store:
             raise WarehouseNotFoundError(self.root)
         if not self.exists():
             raise WarehouseError(self.root, "is not a tracewh warehouse (no tables/runs)")
+        if any(not DeltaTable.is_deltatable(self.table_uri(n), self.options) for n in ADDED_TABLES):
+            self.create()  # written by a tracewh before these tables: add them, empty
 
     # -------------------------------------------------------------- creation
     def create(self) -> None:

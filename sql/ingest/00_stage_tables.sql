@@ -12,7 +12,7 @@
 -- gpu   one row per GPU op (kernel/copy/set categories) with args: typed args
 -- inst  one row per instant event (`ph: i/I`) or event of a phase tracewh does not model
 -- cnt   one row per (counter event, series) of `ph: C` events
--- flow  one row per flow event (`ph: s/t/f`)
+-- flow  one row per flow event (`ph: s/t/f`), its args (if any) as JSON text
 -- thr   one row per metadata event (`ph: M`): process/thread names, sort order
 -- anom  one row per (chunk, anomaly found in SQL): key (as in runs.anomalies_json), n
 -- t_gpu_cats  the GPU op categories (tracewh.schema.GPU_OP_CATEGORIES)
@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS cnt (
 );
 CREATE TABLE IF NOT EXISTS flow (
     event_index BIGINT, ph VARCHAR, cat VARCHAR, name VARCHAR, flow_id BIGINT,
-    pid BIGINT, tid BIGINT, ts_ns BIGINT, bp VARCHAR
+    pid BIGINT, tid BIGINT, ts_ns BIGINT, bp VARCHAR, args_json VARCHAR
 );
 CREATE TABLE IF NOT EXISTS thr (
     pid BIGINT, tid BIGINT, pid_label VARCHAR, tid_label VARCHAR, kind VARCHAR,

@@ -140,7 +140,8 @@ COPY (
     SELECT CAST(_i AS BIGINT) AS event_index, CAST(ph AS VARCHAR) AS ph,
            CAST(cat AS VARCHAR) AS cat, CAST(name AS VARCHAR) AS name,
            CAST(_f AS BIGINT) AS flow_id, tw_i64(pid) AS pid, tw_i64(tid) AS tid,
-           CAST(ts AS BIGINT) AS ts_ns, CAST(bp AS VARCHAR) AS bp
+           CAST(ts AS BIGINT) AS ts_ns, CAST(bp AS VARCHAR) AS bp,
+           CAST(NULLIF(CAST(args AS VARCHAR), '{}') AS VARCHAR) AS args_json
     FROM c
     WHERE ph IN ('s', 't', 'f')
 ) TO $out (FORMAT parquet, COMPRESSION lz4_raw);

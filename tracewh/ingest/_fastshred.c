@@ -146,11 +146,11 @@ static const int G_KINDS[G_NCOLS] = {
     K_I64, K_I64, K_I64, K_I64, K_I64, K_I64, K_I64, K_I64, K_I64,
     K_F64, K_F64, K_F64, K_I64, K_F64, K_I64, K_I64, K_I64};
 
-enum { F_INDEX, F_PH, F_CAT, F_NAME, F_ID, F_PID, F_TID, F_TS, F_BP, F_NCOLS };
+enum { F_INDEX, F_PH, F_CAT, F_NAME, F_ID, F_PID, F_TID, F_TS, F_BP, F_ARGS, F_NCOLS };
 static const char *F_NAMES[F_NCOLS] = {
-    "event_index", "ph", "cat", "name", "flow_id", "pid", "tid", "ts_ns", "bp"};
+    "event_index", "ph", "cat", "name", "flow_id", "pid", "tid", "ts_ns", "bp", "args_json"};
 static const int F_KINDS[F_NCOLS] = {
-    K_I64, K_STR, K_STR, K_STR, K_I64, K_I64, K_I64, K_I64, K_STR};
+    K_I64, K_STR, K_STR, K_STR, K_I64, K_I64, K_I64, K_I64, K_STR, K_STR};
 
 enum {
     I_INDEX, I_PH, I_CAT, I_NAME, I_PID, I_TID, I_PID_LABEL, I_TID_LABEL, I_TS, I_SCOPE,
@@ -715,12 +715,13 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
         PyObject *bp_obj = PyDict_GetItemWithError(ev, self->k_bp);
         if (!bp_obj && PyErr_Occurred()) return -1;
         if (!as_utf8(bp_obj, &bp, &bp_len)) return 0;
-        /* flows stage no args: non-empty args (counted flow_args_dropped) or args that
-           are not an object (mistyped_args) go to the pure path */
         PyObject *fargs = PyDict_GetItemWithError(ev, self->k_args);
         if (!fargs && PyErr_Occurred()) return -1;
-        if (fargs && fargs != Py_None && (!PyDict_CheckExact(fargs) || PyDict_GET_SIZE(fargs)))
-            return 0;
+        int fleft = 0;
+        if (fargs && fargs != Py_None) {
+            if (!PyDict_CheckExact(fargs)) return 0;  /* mistyped_args */
+            if ((r = args_json(self, fargs, NULL, 0, &fleft)) <= 0) return r;
+        }
         Col *c = self->tables[T_FLOW].cols;
         char phs = (char)phc;
         if (col_i64(&c[F_INDEX], index, 1) || col_str(&c[F_PH], &phs, 1, 1) ||
@@ -728,7 +729,8 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
             col_str(&c[F_NAME], name, name_len, name != NULL) ||
             col_i64(&c[F_ID], fid, 1) || col_i64(&c[F_PID], pid, pid_ok) ||
             col_i64(&c[F_TID], tid, tid_ok) || col_i64(&c[F_TS], ts, 1) ||
-            col_str(&c[F_BP], bp, bp_len, bp != NULL))
+            col_str(&c[F_BP], bp, bp_len, bp != NULL) ||
+            col_str(&c[F_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, fleft > 0))
             return -1;
         return 1;
     }

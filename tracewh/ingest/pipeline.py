@@ -53,6 +53,7 @@ _OUT_TABLES = (
     ("instants", "23_out_instants.sql"),
     ("counters", "24_out_counters.sql"),
     ("flows", "25_out_flows.sql"),
+    ("flow_args", "28_out_flow_args.sql"),
     ("python", "26_out_python.sql"),
     ("threads", "27_out_threads.sql"),
 )

@@ -312,8 +312,6 @@ def prepare_events(
                 if type(fid) is not int or not I64_MIN <= fid <= I64_MAX:
                     fid = _flow_id(fid, anomalies)
                 ev["_f"] = fid
-                if args:  # the flows table has no args column: say so (runs.anomalies_json)
-                    anomalies["flow_args_dropped"] += 1
                 bp = ev.get("bp")
                 if bp is not None and type(bp) is not str:
                     ev["bp"] = None
