@@ -7,8 +7,9 @@
 --            (time with at least one communication op running), comm_overlapped_ns
 --            (communication while computing), comm_exposed_ns (communication, no compute),
 --            memcpy_exposed_ns (memcpy/memset running, no compute, no communication),
---            idle_ns (nothing running), overlap_ratio (comm_overlapped_ns / communication_ns;
---            NULL without communication)
+--            idle_ns (nothing running), overlap_ratio (comm_overlapped_ns / communication_ns:
+--            0.0 when communication never overlaps computation, NULL only without
+--            communication)
 --   computation_ns + comm_exposed_ns + memcpy_exposed_ns + idle_ns = window_ns. Classes as
 --   in gpu_segments.
 
@@ -27,7 +28,7 @@ SELECT
         AS memcpy_exposed_ns,
     CAST(coalesce(sum(dur_ns) FILTER (
         WHERE memcpy_ops = 0 AND comm_ops = 0 AND compute_ops = 0), 0) AS BIGINT) AS idle_ns,
-    sum(dur_ns) FILTER (WHERE comm_ops > 0 AND compute_ops > 0)
+    coalesce(sum(dur_ns) FILTER (WHERE comm_ops > 0 AND compute_ops > 0), 0)
         / nullif(sum(dur_ns) FILTER (WHERE comm_ops > 0), 0) AS overlap_ratio
 FROM gpu_segments(run)
 GROUP BY device

@@ -162,3 +162,13 @@ def test_real_trace_invariants(shared_traces: Path) -> None:
     n_cpu = sum(1 for e in tables["events"] if e["cat"] == "cpu_op")
     assert cpu["calls"].sum() == n_cpu
     assert ((cpu["self_ns"] >= 0) & (cpu["self_ns"] <= cpu["total_ns"])).all()
+
+
+def test_overlap_ratio_is_zero_when_communication_never_overlaps() -> None:
+    # compute [0, 100), communication [150, 250): communication exists, never overlapped
+    gpu = [_g("K1", 0, 100, 7), _g("N1", 150, 100, 20, category="communication")]
+    b = query(warehouse(gpu_ops=gpu), "SELECT * FROM gpu_time_breakdown(?)", [RUN]).row(0, named=True)
+    assert (b["communication_ns"], b["comm_overlapped_ns"], b["overlap_ratio"]) == (100, 0, 0.0)
+    # no communication at all: NULL
+    b = query(warehouse(gpu_ops=gpu[:1]), "SELECT * FROM gpu_time_breakdown(?)", [RUN]).row(0, named=True)
+    assert b["communication_ns"] == 0 and b["overlap_ratio"] is None
