@@ -20,6 +20,7 @@ import duckdb
 import polars as pl
 
 from tracewh import history as _hist
+from tracewh import memory as _mem
 from tracewh.db import connect_tables
 from tracewh.errors import (
     EmptyWarehouseError,
@@ -317,6 +318,23 @@ class Warehouse:
     def breakdown(self, run: str = "latest") -> pl.DataFrame:
         """GPU time per device: compute, communication, memcpy, idle (``gpu_time_breakdown``)."""
         return self.macro("gpu_time_breakdown", run)
+
+    def memory(
+        self,
+        run: str = "latest",
+        *,
+        view: str = "summary",
+        device: str | None = None,
+        top: int | None = None,
+        buckets: int = 1000,
+    ) -> pl.DataFrame:
+        """Device memory of a run: peak, who holds it, steps, leaks, timeline (``sql/65_memory.sql``).
+
+        ``view`` is ``summary``, ``peak``, ``allocations``, ``steps``, ``leaks`` or
+        ``timeline``; ``device`` keeps ``cpu``, ``gpu``, a device id or a name such as
+        ``cuda:0``; see :func:`tracewh.memory.memory`.
+        """
+        return _mem.memory(self, run, view=view, device=device, top=top, buckets=buckets)
 
     def ranks(self, job: str | None = None, *, view: str = "imbalance") -> pl.DataFrame:
         """Multi-rank comparison within a job (default: the latest run's job)."""

@@ -8,10 +8,19 @@ from __future__ import annotations
 import typer
 
 from tracewh import __version__
-from tracewh.cli import analysis_cmds, history_cmds, ingest_cmds, report_cmds, synth_cmd
+from tracewh.cli import (
+    analysis_cmds,
+    history_cmds,
+    ingest_cmds,
+    memory_cmd,
+    report_cmds,
+    synth_cmd,
+)
 from tracewh.cli.common import app
 
-__all__ = ["analysis_cmds", "app", "history_cmds", "ingest_cmds", "report_cmds", "synth_cmd"]
+__all__ = [
+    "analysis_cmds", "app", "history_cmds", "ingest_cmds", "memory_cmd", "report_cmds", "synth_cmd",
+]
 
 
 @app.callback()

@@ -53,6 +53,7 @@ class Op:
     types: str = "[]"
     module: str | None = None
     alloc: int = 0
+    leak: bool = False  # its allocation is never freed (a new address every step)
 
 
 @dataclass(frozen=True)
@@ -288,8 +289,12 @@ def _block(f: FlavorSpec) -> Op:
     return Op("DiTBlock", 0.0, body, cat="python", module="DiTBlock")
 
 
-def step_program(f: FlavorSpec, layers: int) -> tuple[Op, ...]:
-    """The ops of one denoising step, in launch order (the step span wraps them)."""
+def step_program(f: FlavorSpec, layers: int, *, leak_bytes: int = 0) -> tuple[Op, ...]:
+    """The ops of one denoising step, in launch order (the step span wraps them).
+
+    With ``leak_bytes``, the epilogue ends with an ``aten::clone`` whose output (that
+    many bytes) is kept forever, as a list of per-step tensors would be: a leak.
+    """
     small = [
         _ew(f, "aten::mul", MUL, 2.4, 1, small=True),
         _ew(f, "aten::add", ADD, 2.6, small=True),
@@ -333,4 +338,7 @@ def step_program(f: FlavorSpec, layers: int) -> tuple[Op, ...]:
                                   (Call(f.memcpy, 7.0, (dtoh,)), Call(f.sync, 4.0, sync=True)),
                                   dims="[[]]", types='["float"]'),), dims="[[]]", types='["float"]'),
     ]
+    if leak_bytes:
+        epilogue.append(Op("aten::clone", 8.0, dims="[[8, 4, 128, 128], []]", types='["float", ""]',
+                           alloc=leak_bytes, leak=True))
     return (*prologue, *blocks, *epilogue)

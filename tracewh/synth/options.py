@@ -204,7 +204,13 @@ class SynthConfig:
     python
         Emit ``python_function`` events (as ``with_stack=True`` does).
     memory
-        Emit ``[memory]`` instant events (as ``profile_memory=True`` does).
+        Emit ``[memory]`` instant events (as ``profile_memory=True`` does). Every step
+        allocates and frees the same blocks; 2 GB are allocated before the trace begins
+        (the first event's Total Allocated minus its Bytes).
+    leak_bytes
+        A leak: each step ends with an ``aten::clone`` whose output of this many bytes is
+        never freed (a new address every step), so allocated and reserved memory rise by
+        it every step (0: no leak; needs ``memory``).
     model
         Model name, used for labels and the trace name.
     gzip_level
@@ -229,6 +235,7 @@ class SynthConfig:
     seed: int = 0
     python: bool = False
     memory: bool = True
+    leak_bytes: int = 0
     model: str = "dit-xl-2"
     gzip_level: int = 1
     distributed_info_in_trailer: bool = False
@@ -251,6 +258,10 @@ class SynthConfig:
             raise UsageError(f"gzip level must be 0-9, got {self.gzip_level}")
         if self.straggler is not None and not 0 <= self.straggler.rank < self.ranks:
             raise UsageError(f"straggler rank {self.straggler.rank} is not in 0..{self.ranks - 1}")
+        if self.leak_bytes < 0:
+            raise UsageError(f"leak must be at least 0 bytes, got {self.leak_bytes}")
+        if self.leak_bytes and not self.memory:
+            raise UsageError("a leak needs memory events (--memory)")
         if not 0 <= self.noise < 0.5:
             raise UsageError(f"noise must be in [0, 0.5), got {self.noise}")
 

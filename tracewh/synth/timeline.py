@@ -21,8 +21,14 @@ from operator import add
 
 from tracewh.synth.catalog import Call, FlavorSpec, Gpu, Op
 
-TIME, EXT, CORR, STEP, PYID = range(5)
-"""Slot kinds: what a slot's value is shifted by when a step is repeated."""
+TIME, EXT, CORR, STEP, PYID, MEM, ADDR = range(7)
+"""Slot kinds: what a slot's value is shifted by when a step is repeated (MEM: the bytes
+leaked by the earlier steps; ADDR: the step's own address range of leaked blocks)."""
+
+LEAK_BASE_ADDR = 0x7E0000000000
+"""Address of the first step's leaked block; step k's is ``LEAK_BASE_ADDR + k * LEAK_ADDR_STRIDE``."""
+LEAK_ADDR_STRIDE = 0x1000000000
+"""Address distance between the leaked blocks of consecutive steps (64 GiB)."""
 
 
 @dataclass(frozen=True)
@@ -45,10 +51,15 @@ class StepTemplate:
     ids: tuple[int, int, int]
     counts: Mapping[str, int]
     size: int
+    leak: int = 0
 
     def render(self, t_us: int, ext: int, corr: int, step: int, pyid: int) -> str:
-        """The step's text with its timeline starting at ``t_us`` and ids after the given ones."""
-        offs = (t_us, ext, corr, step, pyid)
+        """The step's text with its timeline starting at ``t_us`` and ids after the given ones.
+
+        ``step`` is also the number of earlier steps: their leaked bytes (``leak`` each)
+        raise the step's Total Allocated and Total Reserved.
+        """
+        offs = (t_us, ext, corr, step, pyid, step * self.leak, step * LEAK_ADDR_STRIDE)
         return self.fmt % tuple(map(add, self.base, map(offs.__getitem__, self.kinds)))
 
 
@@ -98,6 +109,7 @@ class _Sim:
     free: dict[str, int] = field(default_factory=dict)
     compute_since_comm: float = 0.0
     allocated: int = 2_000_000_000
+    leaked: int = 0
     live: list[tuple[int, int]] = field(default_factory=list)
     pystack: list[int] = field(default_factory=list)
     cpu: list[tuple[int, int, Emit]] = field(default_factory=list)
@@ -129,24 +141,30 @@ class _Sim:
 
         return emit
 
-    def memory_event(self, ts: int, addr: int, nbytes: int) -> None:
+    def memory_event(self, ts: int, addr: int, nbytes: int, *, leaked: bool = False) -> None:
         if not self.memory:
             return
         self.allocated += nbytes
         total, pid, dev = self.allocated, self.pid, self.device
-        text = (
+        head = (
             f'\n  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",'
             f'\n    "pid": {pid}, "tid": {pid},\n    "ts": '
         )
-        tail = (
-            f',\n    "args": {{\n      "Device Type": 1, "Device Id": {dev}, "Addr": {addr}, "Bytes": {nbytes},'
-            f' "Total Allocated": {total}, "Total Reserved": 42949672960\n    }}\n  }},'
-        )
+        addr_head = f',\n    "args": {{\n      "Device Type": 1, "Device Id": {dev}, "Addr": '
 
         def emit(o: _Text) -> None:
-            o.lit(text)
+            o.lit(head)
             o.ts(ts)
-            o.lit(tail)
+            o.lit(addr_head)
+            if leaked:
+                o.slot(addr, ADDR)
+            else:
+                o.lit(str(addr))
+            o.lit(f', "Bytes": {nbytes}, "Total Allocated": ')
+            o.slot(total, MEM)
+            o.lit(', "Total Reserved": ')
+            o.slot(42949672960, MEM)
+            o.lit("\n    }\n  },")
 
         self.add(self.cpu, ts, "cpu_instant_event", emit)
 
@@ -207,7 +225,10 @@ class _Sim:
         ext, start = self.ext, self.t
         own = op.cpu_us * 1000 * self.jit(0.08)
         self.t += int(own * 0.6)
-        if op.alloc:
+        if op.alloc and op.leak:
+            self.memory_event(self.t, LEAK_BASE_ADDR, op.alloc, leaked=True)
+            self.leaked += op.alloc
+        elif op.alloc:
             addr = 0x7F3A00000000 + (ext % 4096) * 0x200000
             self.memory_event(self.t, addr, op.alloc)
             self.live.append((addr, op.alloc))
@@ -391,6 +412,6 @@ def build_step(
             emit(out)
     fmt = "".join(out.parts)
     tpl = StepTemplate(fmt, tuple(out.base), tuple(out.kinds), math.ceil((end + gap) / 1000),
-                       (sim.ext, sim.corr, sim.pyid), dict(sim.counts), 0)
+                       (sim.ext, sim.corr, sim.pyid), dict(sim.counts), 0, sim.leaked)
     size = len(tpl.render(0, 0, 0, 0, 0))
-    return StepTemplate(tpl.fmt, tpl.base, tpl.kinds, tpl.span_us, tpl.ids, tpl.counts, size)
+    return StepTemplate(tpl.fmt, tpl.base, tpl.kinds, tpl.span_us, tpl.ids, tpl.counts, size, sim.leaked)

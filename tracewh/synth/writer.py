@@ -176,7 +176,7 @@ def write_trace(path: Path | str, config: SynthConfig, *, rank: int = 0) -> Synt
     pid, device = 2_910_000 + 17 * rank, rank % 8
     base_ns = _base_time_ns(config.night)
     rng = random.Random(f"{config.seed}:{config.night}:{rank}:{config.flavor}")
-    program = step_program(f, config.layers)
+    program = step_program(f, config.layers, leak_bytes=config.leak_bytes if config.memory else 0)
     scales = _scales(config, rank)
     variants: list[StepTemplate] = [
         build_step(program, f, rng=rng, scales=scales, pid=pid, device=device,

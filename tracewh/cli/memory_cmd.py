@@ -1,0 +1,55 @@
+"""`tracewh memory`: device memory of a run (peak, who holds it, steps, leaks, timeline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tracewh.api import Warehouse
+from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
+from tracewh.cli.output import emit, write_out
+from tracewh.memory import VIEWS
+
+_TITLES = {
+    "summary": "memory per device",
+    "peak": "who holds the peak (live allocations by CPU operator)",
+    "allocations": "largest allocations live at the peak",
+    "steps": "memory per step",
+    "leaks": "per-step peak growth (leak check)",
+    "timeline": "allocated and reserved over time",
+}
+_EMPTY = {
+    "summary": "no [memory] events in this run (record with torch.profiler(profile_memory=True))",
+    "steps": "no [memory] events or no ProfilerStep in this run",
+    "leaks": "no [memory] events or fewer than 2 ProfilerSteps in this run",
+}
+
+
+@app.command()
+def memory(
+    warehouse: str = warehouse_option(),
+    run: str = run_option(),
+    device: str | None = typer.Option(None, "--device", "-d", help="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0."),
+    view: str = typer.Option("summary", "--view", help=f"{', '.join(VIEWS)}."),
+    top: int | None = typer.Option(None, "--top", "-n", help="peak, allocations: the N largest per device (default 20); other views: the N first rows."),
+    buckets: int = typer.Option(1000, "--buckets", help="Time buckets of --view timeline."),
+    fmt: str = format_option(),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result to FILE (.csv, .json or .parquet)."),
+) -> None:
+    """Device memory from profile_memory events: peak allocated/reserved per device and who holds it.
+
+    Views: summary (one row per device), peak (the live set at the peak by CPU operator,
+    plus memory allocated before the trace), allocations (the largest allocations live at
+    the peak), steps (per ProfilerStep), leaks (does the per-step peak rise steadily?),
+    timeline (allocated and reserved over time).
+
+    Example: tracewh memory --view peak --device gpu --top 10
+    """
+    with handle_errors():
+        df = Warehouse(warehouse).memory(run, view=view, device=device, top=top, buckets=buckets)
+        if out is not None:
+            write_out(df, out)
+        emit(df, fmt, title=_TITLES[view])
+        if df.is_empty() and fmt == "table":
+            typer.echo(_EMPTY.get(view, _EMPTY["summary"]), err=True)
