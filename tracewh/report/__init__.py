@@ -19,6 +19,7 @@ from pathlib import Path
 from tracewh import __version__
 from tracewh.report.atomic import atomic_dir
 from tracewh.report.document import write_report
+from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
 from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
 
@@ -71,6 +72,7 @@ def build_report(
     """
     data = collect_run(wh, run, threshold_ns=threshold_ns)
     sections = run_sections(data)
+    sections.append(memory_section(collect_memory(wh, data.run_id)))
     sections += history_sections(collect_history(wh, since=since, run=data.run_id))
     if compare is not None:
         other = wh.resolve_run(compare).run_id

@@ -12,6 +12,10 @@ tracewh with the same kernel ranking and stream gaps:
   ``stream``/``device`` args, so analyses see the same streams;
 - flows (``ac2g`` launch -> kernel and the others) are kept, and follow an event
   moved to an overlap lane;
+- memory: besides the ``[memory]`` instants themselves, allocated and reserved bytes
+  per device as counter tracks (``"cuda:0 memory"``, see
+  :mod:`tracewh.report.memory_export`), kept unless ``--cat`` names neither
+  ``memory`` nor ``cpu_instant_event``;
 - memory is bounded by ``batch_rows`` (and the largest single track), never by
   the run's size: tracks are read a group at a time, other tables by slices of
   ``event_index``.
@@ -31,6 +35,7 @@ import polars as pl
 
 from tracewh.errors import UsageError
 from tracewh.report.atomic import atomic_file
+from tracewh.report.memory_export import MEMORY_COUNTER_CAT, export_memory_counters
 from tracewh.report.source import WarehouseLike
 from tracewh.schema import GPU_OP_CATEGORIES, LAUNCH_FLOW_CATEGORIES
 
@@ -114,7 +119,8 @@ def export_trace(
     ExportResult
     """
     where = where or ExportFilter()
-    run_id: str = wh.resolve_run(run).run_id
+    ref = wh.resolve_run(run)
+    run_id: str = ref.run_id
     meta_rows = wh.scan("runs").filter(pl.col("run_id") == run_id).select("metadata_json").collect()
     meta_text = meta_rows["metadata_json"][0] if meta_rows.height else None
     window = _step_window(wh, run_id, where.steps)
@@ -137,6 +143,9 @@ def export_trace(
             n_flows = _export_flows(wh, run_id, where, window, batch_rows, writer, moved)
             _export_instants(wh, run_id, where, window, batch_rows, writer)
             _export_counters(wh, run_id, where, window, batch_rows, writer)
+            if where.cats is None or where.cats & {"memory", "cpu_instant_event", MEMORY_COUNTER_CAT}:
+                export_memory_counters(wh, run_id, ref.day, window=window, batch_rows=batch_rows,
+                                       write=writer.write, fmt_ts=us)
             fh.write('\n],\n"displayTimeUnit": "ns"}\n')
     return ExportResult(path, run_id, writer.count, n_flows, len(lanes))
 
@@ -381,7 +390,8 @@ def _export_counters(
     wh: WarehouseLike, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
     batch_rows: int, writer: _Writer,
 ) -> None:
-    lf = _rows(wh, "counters", run_id, window)
+    # memory counters are derived from the [memory] instants: written again below, not twice
+    lf = _rows(wh, "counters", run_id, window).filter(pl.col("cat").ne_missing(MEMORY_COUNTER_CAT))
     if where.cats is not None:
         lf = lf.filter(pl.col("cat").is_in(list(where.cats)))
     for chunk in _index_slices(lf, batch_rows):

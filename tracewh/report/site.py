@@ -22,6 +22,7 @@ from typing import Any
 from tracewh.report import charts, render
 from tracewh.report.atomic import atomic_dir
 from tracewh.report.document import _sentence, page
+from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.sections import (
     Section,
     diff_section,
@@ -86,7 +87,7 @@ def build_site(
         pages: list[Path] = []
         for run_id in run_ids:
             data = collect_run(wh, run_id, threshold_ns=threshold_ns)
-            secs = run_sections(data)
+            secs = [*run_sections(data), memory_section(collect_memory(wh, run_id))]
             body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
             n_charts += _append_sections(body, secs)
             name = f"run-{run_id}.html"

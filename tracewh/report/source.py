@@ -12,8 +12,9 @@ there is no history data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,6 +64,11 @@ class WarehouseLike(Protocol):
     def ranks(self, job: str | None = ..., *, view: str = ...) -> pl.DataFrame: ...
 
     def call(self, name: str, first: Any, /, **params: Any) -> pl.DataFrame: ...
+
+    def sql(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = ..., *,
+        days: Collection[date] | None = ..., since: date | None = ...,
+    ) -> pl.DataFrame: ...
 
 
 @dataclass

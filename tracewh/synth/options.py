@@ -206,7 +206,8 @@ class SynthConfig:
     memory
         Emit ``[memory]`` instant events (as ``profile_memory=True`` does). Every step
         allocates and frees the same blocks; 2 GB are allocated before the trace begins
-        (the first event's Total Allocated minus its Bytes).
+        (the first event's Total Allocated minus its Bytes); Total Reserved is the step's
+        peak allocated in 20 MiB segments plus 512 MiB of cached blocks.
     leak_bytes
         A leak: each step ends with an ``aten::clone`` whose output of this many bytes is
         never freed (a new address every step), so allocated and reserved memory rise by

@@ -109,6 +109,7 @@ class _Sim:
     free: dict[str, int] = field(default_factory=dict)
     compute_since_comm: float = 0.0
     allocated: int = 2_000_000_000
+    peak: int = 2_000_000_000
     leaked: int = 0
     live: list[tuple[int, int]] = field(default_factory=list)
     pystack: list[int] = field(default_factory=list)
@@ -145,6 +146,7 @@ class _Sim:
         if not self.memory:
             return
         self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
         total, pid, dev = self.allocated, self.pid, self.device
         head = (
             f'\n  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",'
@@ -163,10 +165,19 @@ class _Sim:
             o.lit(f', "Bytes": {nbytes}, "Total Allocated": ')
             o.slot(total, MEM)
             o.lit(', "Total Reserved": ')
-            o.slot(42949672960, MEM)
+            o.slot(self.reserved(), MEM)
             o.lit("\n    }\n  },")
 
         self.add(self.cpu, ts, "cpu_instant_event", emit)
+
+    def reserved(self) -> int:
+        """The caching allocator's reserve: the step's peak in 20 MiB segments plus 512 MiB cached.
+
+        Known once the step is simulated (templates are rendered after that); constant over
+        the step, and raised by the earlier steps' leaks through the MEM slot.
+        """
+        seg = 20 << 20
+        return -(-self.peak // seg) * seg + (512 << 20)
 
     def free_live(self) -> None:
         while self.live:
