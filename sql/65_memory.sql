@@ -50,13 +50,16 @@
 --            pair_event_index (for an allocation its free, for a free its allocation; NULL
 --            when unpaired)
 --
--- memory_allocations(run)  (table macro)
---   grain: one row per allocation (kind 'alloc') of run `run`.
+-- memory_allocations(run, live_only := false)  (table macro)
+--   grain: one row per allocation (kind 'alloc') of run `run`; with live_only, only those
+--          live at their device's peak (then only the operators around those are swept).
 --   columns: device_type, device_kind, device, device_name, seq, event_index, pid, tid,
 --            ts_ns, bytes, addr, free_seq, free_ts_ns, free_event_index (NULL: never freed
 --            within the trace), lifetime_ns (free_ts_ns - ts_ns; NULL when never freed),
 --            op_event_index, op_name, op_ts_ns, op_dur_ns (the innermost enclosing CPU
---            operator; NULL outside any), step
+--            operator; NULL outside any), step, live_at_peak, age_at_peak_ns (the device's
+--            peak time - ts_ns; negative after the peak), peak_allocated_ts_ns,
+--            peak_allocated_bytes (the device's)
 --
 -- memory_summary(run)  (table macro)
 --   grain: one row per device of run `run` with [memory] events, the largest peak first.
@@ -159,67 +162,90 @@ WITH m AS (
              ELSE tw_device_kind(device_type) || ':' || coalesce(CAST(device_id AS VARCHAR), '?')
         END AS device_name,
         event_index, pid, tid, ts_ns, bytes, addr, total_allocated, total_reserved,
-        row_number() OVER (
-            PARTITION BY run_id, device_type, device_id ORDER BY ts_ns, event_index
-        ) AS seq
-    FROM instants
-    WHERE list_contains(run_ids, run_id) AND name = '[memory]' AND bytes IS NOT NULL AND ts_ns IS NOT NULL
-      AND device_type IS NOT NULL
-),
-k AS (
-    SELECT *,
         CASE WHEN bytes > 0 THEN 'alloc' WHEN bytes < 0 THEN 'free' END AS kind,
+        -- one sort per device serves the order, the running sum and the count
+        row_number() OVER w AS seq,
+        sum(bytes) OVER (w ROWS UNBOUNDED PRECEDING) AS running,
         -- a Total Allocated missing in every event of the device: the running sum of Bytes
-        count(total_allocated) OVER (PARTITION BY run_id, device_kind, device) AS n_total
-    FROM m
+        count(total_allocated) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+            AS n_total
+    FROM instants
+    WHERE list_contains(run_ids, run_id) AND name = '[memory]' AND bytes IS NOT NULL
+      AND ts_ns IS NOT NULL AND device_type IS NOT NULL
+    WINDOW w AS (PARTITION BY run_id, device_type, device_id ORDER BY ts_ns, event_index)
 ),
 p AS (
     SELECT *,
-        lead(kind) OVER a AS next_kind, lead(seq) OVER a AS next_seq,
-        lead(ts_ns) OVER a AS next_ts, lead(event_index) OVER a AS next_index,
-        lag(kind) OVER a AS prev_kind, lag(seq) OVER a AS prev_seq,
-        lag(ts_ns) OVER a AS prev_ts, lag(event_index) OVER a AS prev_index,
-        CASE WHEN n_total > 0 THEN total_allocated
-             ELSE sum(bytes) OVER (PARTITION BY run_id, device_kind, device ORDER BY seq
-                                   ROWS UNBOUNDED PRECEDING) END AS allocated
-    FROM k
+        lead({'kind': kind, 'seq': seq, 'ts': ts_ns, 'idx': event_index}) OVER a AS nxt,
+        lag({'kind': kind, 'seq': seq, 'ts': ts_ns, 'idx': event_index}) OVER a AS prv
+    FROM m
     WINDOW a AS (PARTITION BY run_id, device_kind, device, addr ORDER BY seq)
+),
+q AS (
+    SELECT *,
+        CASE WHEN addr IS NULL THEN NULL
+             WHEN kind = 'alloc' AND nxt.kind = 'free' THEN nxt
+             WHEN kind = 'free' AND prv.kind = 'alloc' THEN prv END AS pair
+    FROM p
 )
 SELECT
-    run_id, dtype AS device_type, device_kind, device, device_name, seq, event_index, pid, tid, ts_ns,
-    bytes, addr, kind,
-    CAST(allocated AS BIGINT) AS allocated_bytes,
+    run_id, dtype AS device_type, device_kind, device, device_name, seq, event_index, pid, tid,
+    ts_ns, bytes, addr, kind,
+    CAST(CASE WHEN n_total > 0 THEN total_allocated ELSE running END AS BIGINT) AS allocated_bytes,
     total_reserved AS reserved_bytes,
-    CASE WHEN addr IS NULL THEN NULL
-         WHEN kind = 'alloc' AND next_kind = 'free' THEN next_seq
-         WHEN kind = 'free' AND prev_kind = 'alloc' THEN prev_seq END AS pair_seq,
-    CASE WHEN addr IS NULL THEN NULL
-         WHEN kind = 'alloc' AND next_kind = 'free' THEN next_ts
-         WHEN kind = 'free' AND prev_kind = 'alloc' THEN prev_ts END AS pair_ts_ns,
-    CASE WHEN addr IS NULL THEN NULL
-         WHEN kind = 'alloc' AND next_kind = 'free' THEN next_index
-         WHEN kind = 'free' AND prev_kind = 'alloc' THEN prev_index END AS pair_event_index
-FROM p;
+    pair.seq AS pair_seq, pair.ts AS pair_ts_ns, pair.idx AS pair_event_index
+FROM q;
 
 CREATE OR REPLACE MACRO memory_events(run) AS TABLE
 SELECT * EXCLUDE (run_id) FROM memory_events_in([run]);
 
-CREATE OR REPLACE MACRO memory_allocations(run) AS TABLE
-WITH al AS (
-    SELECT * FROM memory_events(run) WHERE kind = 'alloc'
+CREATE OR REPLACE MACRO memory_allocations(run, live_only := false) AS TABLE
+WITH ev AS MATERIALIZED (
+    SELECT * FROM memory_events(run)
 ),
-ops AS (
+peak AS (
+    SELECT device_kind, device,
+           max(allocated_bytes) AS peak_allocated_bytes,
+           first(seq ORDER BY allocated_bytes DESC, seq) AS peak_seq,
+           first(ts_ns ORDER BY allocated_bytes DESC, seq) AS peak_ts
+    FROM ev
+    GROUP BY device_kind, device
+),
+al AS MATERIALIZED (
+    SELECT e.*, p.peak_allocated_bytes, p.peak_ts,
+           e.seq <= p.peak_seq AND (e.pair_seq IS NULL OR e.pair_seq > p.peak_seq) AS live
+    FROM ev e
+    JOIN peak p ON p.device_kind = e.device_kind AND p.device IS NOT DISTINCT FROM e.device
+    WHERE e.kind = 'alloc'
+      AND (NOT live_only OR (e.seq <= p.peak_seq AND (e.pair_seq IS NULL OR e.pair_seq > p.peak_seq)))
+),
+pts AS MATERIALIZED (
+    SELECT pid, tid, 2 * ts_ns + 1 AS k, event_index
+    FROM al
+    WHERE pid IS NOT NULL AND tid IS NOT NULL
+),
+ops0 AS (
     SELECT event_index, name, pid, tid, ts_ns, dur_ns, ts_ns + dur_ns AS end_ns
     FROM events
     WHERE run_id = run AND cat IN ('cpu_op', 'user_annotation', 'Operator')
       AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
       AND name NOT LIKE 'ProfilerStep#%'
 ),
+-- only the operators that enclose an allocation can be one's innermost operator; they are
+-- closed under "encloses" (an op's ancestors enclose what it encloses), so their nesting
+-- levels are those of the full set: the first allocation at or after each op's start
+-- (one ASOF join) tells which ops to keep
+ops AS MATERIALIZED (
+    SELECT o.*
+    FROM ops0 o
+    ASOF JOIN pts p ON p.pid = o.pid AND p.tid = o.tid AND 2 * o.ts_ns + 1 <= p.k
+    WHERE p.k < 2 * o.end_ns
+),
 -- one sweep per thread over op starts (+1), op ends (-1) and allocations (0): the running
 -- sum at an allocation is the nesting depth there, at an op's start its level; the
 -- innermost enclosing op is the last op that started at that level (keys 2t for ends,
 -- 2t+1 for starts and allocations, starts first and outermost first at equal keys)
-sweep AS (
+sweep AS MATERIALIZED (
     SELECT pid, tid, k, q, event_index, end_ns, depth
     FROM (
         SELECT *, sum(d) OVER (PARTITION BY pid, tid ORDER BY k, q, o DESC, event_index
@@ -233,10 +259,8 @@ sweep AS (
                    NULL AS event_index, NULL AS end_ns
             FROM ops
             UNION ALL
-            SELECT pid, tid, 2 * ts_ns + 1 AS k, true AS q, 0 AS d, 0 AS o,
-                   event_index, NULL AS end_ns
-            FROM al
-            WHERE pid IS NOT NULL AND tid IS NOT NULL
+            SELECT pid, tid, k, true AS q, 0 AS d, 0 AS o, event_index, NULL AS end_ns
+            FROM pts
         )
     )
     WHERE d >= 0
@@ -264,29 +288,25 @@ SELECT
     al.pair_ts_ns - al.ts_ns AS lifetime_ns,
     ops.event_index AS op_event_index, ops.name AS op_name, ops.ts_ns AS op_ts_ns,
     ops.dur_ns AS op_dur_ns,
-    st.step
+    st.step,
+    al.live AS live_at_peak,
+    al.peak_ts - al.ts_ns AS age_at_peak_ns,
+    al.peak_ts AS peak_allocated_ts_ns,
+    al.peak_allocated_bytes
 FROM al
 LEFT JOIN att ON att.event_index = al.event_index
 LEFT JOIN ops ON ops.event_index = att.op_index
 LEFT JOIN st ON st.event_index = al.event_index;
 
 CREATE OR REPLACE MACRO memory_peak_holders(run) AS TABLE
-WITH ev AS MATERIALIZED (
-    SELECT * FROM memory_events(run)
+WITH al AS MATERIALIZED (
+    SELECT * FROM memory_allocations(run, live_only := true)
 ),
-peak AS (
-    SELECT device_kind, device,
-           max(allocated_bytes) AS peak_allocated_bytes,
-           first(seq ORDER BY allocated_bytes DESC, seq) AS peak_seq
-    FROM ev
-    GROUP BY device_kind, device
-),
-al AS (
-    SELECT a.device_type, a.device_kind, a.device, a.device_name, a.bytes, a.op_name,
-           p.peak_allocated_bytes
-    FROM memory_allocations(run) a
-    JOIN peak p ON p.device_kind = a.device_kind AND p.device IS NOT DISTINCT FROM a.device
-    WHERE a.seq <= p.peak_seq AND (a.free_seq IS NULL OR a.free_seq > p.peak_seq)
+devs AS (
+    SELECT device_type, device_kind, device, device_name,
+           max(allocated_bytes) AS peak_allocated_bytes
+    FROM memory_events(run)
+    GROUP BY device_type, device_kind, device, device_name
 ),
 traced AS (
     SELECT device_type, device_kind, device, device_name, 'traced' AS origin, op_name,
@@ -298,14 +318,12 @@ traced AS (
 before AS (
     SELECT d.device_type, d.device_kind, d.device, d.device_name, 'before_trace' AS origin,
            CAST(NULL AS VARCHAR) AS op_name, CAST(NULL AS BIGINT) AS allocations,
-           p.peak_allocated_bytes - coalesce(
+           d.peak_allocated_bytes - coalesce(
                (SELECT sum(t.live_bytes) FROM traced t
-                WHERE t.device_kind = p.device_kind AND t.device IS NOT DISTINCT FROM p.device),
+                WHERE t.device_kind = d.device_kind AND t.device IS NOT DISTINCT FROM d.device),
                0) AS live_bytes,
-           CAST(NULL AS BIGINT) AS largest_bytes, p.peak_allocated_bytes
-    FROM peak p
-    JOIN (SELECT DISTINCT device_type, device_kind, device, device_name FROM ev) d
-        ON d.device_kind = p.device_kind AND d.device IS NOT DISTINCT FROM p.device
+           CAST(NULL AS BIGINT) AS largest_bytes, d.peak_allocated_bytes
+    FROM devs d
 ),
 u AS (
     SELECT * FROM traced
@@ -388,30 +406,15 @@ LEFT JOIN top ON top.device_kind = dev.device_kind AND top.device IS NOT DISTINC
 ORDER BY dev.peak_allocated_bytes DESC, dev.device_kind, dev.device;
 
 CREATE OR REPLACE MACRO memory_peak_allocations(run, n := 20) AS TABLE
-WITH ev AS MATERIALIZED (
-    SELECT * FROM memory_events(run)
-),
-peak AS (
-    SELECT device_kind, device,
-           max(allocated_bytes) AS peak_allocated_bytes,
-           first(seq ORDER BY allocated_bytes DESC, seq) AS peak_seq,
-           first(ts_ns ORDER BY allocated_bytes DESC, seq) AS peak_ts
-    FROM ev
-    GROUP BY device_kind, device
-),
-live AS (
-    SELECT a.*, p.peak_allocated_bytes, p.peak_ts,
-           row_number() OVER (PARTITION BY a.device_kind, a.device
-                              ORDER BY a.bytes DESC, a.seq) AS rank
-    FROM memory_allocations(run) a
-    JOIN peak p ON p.device_kind = a.device_kind AND p.device IS NOT DISTINCT FROM a.device
-    WHERE a.seq <= p.peak_seq AND (a.free_seq IS NULL OR a.free_seq > p.peak_seq)
+WITH live AS (
+    SELECT *,
+           row_number() OVER (PARTITION BY device_kind, device ORDER BY bytes DESC, seq) AS rank
+    FROM memory_allocations(run, live_only := true)
 )
 SELECT
     device_type, device_kind, device, device_name, rank, event_index, ts_ns,
     ts_ns - (SELECT start_ns FROM runs WHERE run_id = run) AS offset_ns,
-    bytes, addr, op_name, step, peak_ts - ts_ns AS age_at_peak_ns, free_ts_ns, lifetime_ns,
-    peak_ts AS peak_allocated_ts_ns
+    bytes, addr, op_name, step, age_at_peak_ns, free_ts_ns, lifetime_ns, peak_allocated_ts_ns
 FROM live
 WHERE rank <= n
 ORDER BY peak_allocated_bytes DESC, device_kind, device, rank;

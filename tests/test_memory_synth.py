@@ -106,6 +106,13 @@ def test_api_choices_and_device_filter(synth: tuple[Warehouse, dict[str, str], d
         wh.memory(runs["leak"], top=0)
 
 
+def test_a_tiny_memory_limit_gives_the_same_answer(synth: tuple[Warehouse, dict[str, str], dict[str, Path]]) -> None:
+    wh, runs, _ = synth
+    for view in ("summary", "peak", "steps"):
+        small = wh.memory(runs["leak"], view=view, memory_limit=4 << 20)  # spills, or retries larger
+        assert small.equals(wh.memory(runs["leak"], view=view)), view
+
+
 def test_cli_views_formats_and_errors(synth: tuple[Warehouse, dict[str, str], dict[str, Path]]) -> None:
     wh, runs, _ = synth
     w = ["-w", str(wh.root), "--run", runs["leak"]]

@@ -327,14 +327,17 @@ class Warehouse:
         device: str | None = None,
         top: int | None = None,
         buckets: int = 1000,
+        memory_limit: int = _mem.QUERY_MEMORY_LIMIT,
     ) -> pl.DataFrame:
         """Device memory of a run: peak, who holds it, steps, leaks, timeline (``sql/65_memory.sql``).
 
         ``view`` is ``summary``, ``peak``, ``allocations``, ``steps``, ``leaks`` or
         ``timeline``; ``device`` keeps ``cpu``, ``gpu``, a device id or a name such as
-        ``cuda:0``; see :func:`tracewh.memory.memory`.
+        ``cuda:0``; the query runs under DuckDB's ``memory_limit`` (bytes, spilling beyond
+        it); see :func:`tracewh.memory.memory`.
         """
-        return _mem.memory(self, run, view=view, device=device, top=top, buckets=buckets)
+        return _mem.memory(self, run, view=view, device=device, top=top, buckets=buckets,
+                           memory_limit=memory_limit)
 
     def ranks(self, job: str | None = None, *, view: str = "imbalance") -> pl.DataFrame:
         """Multi-rank comparison within a job (default: the latest run's job)."""

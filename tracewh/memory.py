@@ -11,11 +11,13 @@ and in the README's "Memory" section.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
-from tracewh.errors import UsageError
+from tracewh.errors import QueryError, UsageError
+from tracewh.ingest.memory import retry_on_oom, set_limit
 
 if TYPE_CHECKING:
     from tracewh.api import Warehouse
@@ -33,6 +35,9 @@ VIEWS: dict[str, str] = {
 RANKED: frozenset[str] = frozenset({"peak", "allocations"})
 #: Rows per device of a ranked view when no ``top`` is given.
 DEFAULT_TOP = 20
+#: DuckDB memory limit of a memory query (bytes); DuckDB spills beyond it, and a query that
+#: still runs out runs again under a doubled limit, up to a quarter of RAM (at most 4 GiB).
+QUERY_MEMORY_LIMIT = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ def memory(
     device: str | None = None,
     top: int | None = None,
     buckets: int = 1000,
+    memory_limit: int = QUERY_MEMORY_LIMIT,
 ) -> pl.DataFrame:
     """One view of a run's device memory (see ``sql/65_memory.sql``).
 
@@ -110,6 +116,10 @@ def memory(
         the N first rows (default all).
     buckets
         Time buckets of the ``timeline`` view.
+    memory_limit
+        DuckDB's memory limit for the query, in bytes: memory stays bounded whatever the
+        number of events (DuckDB spills to disk beyond it; a query that cannot spill enough
+        runs again under a doubled limit, up to a quarter of RAM).
 
     Returns
     -------
@@ -139,7 +149,7 @@ def memory(
         params["n"] = top or DEFAULT_TOP
     elif view == "timeline":
         params["buckets"] = buckets
-    df = wh.macro(VIEWS[view], run, **params)
+    df = _macro(wh, VIEWS[view], run, params, memory_limit=memory_limit)
     if dev is not None and not df.is_empty():
         kept = df.filter(dev.expr())
         if kept.is_empty():
@@ -153,4 +163,28 @@ def memory(
     return df
 
 
-__all__ = ["DEFAULT_TOP", "RANKED", "VIEWS", "DeviceFilter", "memory", "parse_device"]
+def _macro(
+    wh: Warehouse, name: str, run: str, params: dict[str, int], *, memory_limit: int
+) -> pl.DataFrame:
+    """``SELECT * FROM name(run_id, ...)`` over the run's partition, under ``memory_limit``."""
+    ref = wh.resolve_run(run)
+    named = "".join(f", {k} := ${k}" for k in params)
+    query = f"SELECT * FROM {name}($run{named})"
+    con = wh.connect(days=[ref.day])
+    try:
+        set_limit(con, memory_limit)
+
+        def step() -> Any:
+            return con.sql(query, params={"run": ref.run_id, **params}).pl()
+
+        frame, _ = retry_on_oom(con, step, memory_limit)
+        result: pl.DataFrame = frame
+        return result
+    except duckdb.Error as exc:
+        text = str(exc).strip().splitlines()
+        raise QueryError(query, text[0] if text else type(exc).__name__) from exc
+    finally:
+        con.close()
+
+
+__all__ = ["DEFAULT_TOP", "QUERY_MEMORY_LIMIT", "RANKED", "VIEWS", "DeviceFilter", "memory", "parse_device"]
