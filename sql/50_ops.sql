@@ -9,10 +9,6 @@
 --            durations), mean_gpu_ns_per_call (gpu_ns / op_calls), kernel_names (distinct
 --            short names of those GPU ops, sorted)
 --
--- module_gpu_time(run)  (table macro)
---   grain: one row per module_path (nn.Module path) of run `run`, NULL where the trace has none.
---   columns: module_path, kernels, gpu_ns, op_names (distinct op_name, sorted)
---
 -- cpu_op_nesting(run)  (table macro)
 --   grain: one row per `events` row of cat cpu_op of run `run` with a duration.
 --   columns: pid, tid, event_index, name, ts_ns, dur_ns, depth (number of enclosing cpu_ops
@@ -44,17 +40,6 @@ FROM gpu_ops
 WHERE run_id = run
 GROUP BY op_name, op_input_dims
 ORDER BY gpu_ns DESC, op_name, op_input_dims;
-
-CREATE OR REPLACE MACRO module_gpu_time(run) AS TABLE
-SELECT
-    module_path,
-    count(*) AS kernels,
-    CAST(coalesce(sum(dur_ns), 0) AS BIGINT) AS gpu_ns,
-    list(DISTINCT op_name ORDER BY op_name) FILTER (WHERE op_name IS NOT NULL) AS op_names
-FROM gpu_ops
-WHERE run_id = run
-GROUP BY module_path
-ORDER BY gpu_ns DESC, module_path;
 
 CREATE OR REPLACE MACRO cpu_op_nesting(run) AS TABLE
 WITH e AS (

@@ -29,7 +29,8 @@ GPU_CATS = frozenset(
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "hip_runtime"})
 CPU_OP_CATS = frozenset({"cpu_op", "user_annotation", "Operator"})
 CHILD_TABLES = (
-    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python", "threads"
+    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python",
+    "module_spans", "threads",
 )
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,8 +63,15 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
         ph, cat = ev.get("ph"), ev.get("cat")
         if ph == "X":
             if cat == "python_function":
-                if not skip_python:
+                name = ev.get("name")
+                module = isinstance(name, str) and name.startswith("nn.Module: ")
+                if module or not skip_python:  # --skip-python keeps the nn.Module spans
                     out["python"] += 1
+                ids = [ev.get("pid"), ev.get("tid")]
+                if module and _int_ns(ev.get("dur")) and ev.get("ts") is not None and all(
+                    v is not None and not isinstance(v, list | dict) for v in ids
+                ):
+                    out["module_spans"] += 1
                 continue
             out["events"] += 1
             if isinstance(cat, str) and cat in GPU_CATS:
@@ -95,6 +103,15 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
     out["threads"] = len(thread_rows)
     out["steps"] = len(steps)
     return {t: out.get(t, 0) for t in CHILD_TABLES}
+
+
+def _int_ns(value: Any) -> int:
+    """Nanoseconds of a duration as a positive int (0 for anything else)."""
+    try:
+        n = ns(value) if isinstance(value, int | float | Decimal) and not isinstance(value, bool) else 0
+    except (ArithmeticError, ValueError):
+        return 0
+    return n if n is not None and n > 0 else 0
 
 
 def sha256(path: Path) -> str:

@@ -129,15 +129,17 @@ def test_bad_sql_is_a_query_error(two_ranks: tuple[Warehouse, list[Path]]) -> No
 
 
 def test_a_warehouse_written_before_a_table_was_added_gets_it(tmp_path: Path) -> None:
-    """flow_args came after the first warehouses: opening one without it adds it, empty."""
+    """flow_args and module_spans came after the first warehouses: opening one adds them, empty."""
     import shutil
 
     traces = tmp_path / "job"
     write_traces(traces, SynthConfig(steps=1, layers=1, seed=5))
     wh = Warehouse(tmp_path / "wh")
     assert wh.ingest([traces]).ok
-    shutil.rmtree(tmp_path / "wh" / "tables" / "flow_args")  # as an older tracewh wrote it
+    for table in ("flow_args", "module_spans"):  # as an older tracewh wrote it
+        shutil.rmtree(tmp_path / "wh" / "tables" / table)
     old = Warehouse(tmp_path / "wh")
     assert old.sql("SELECT count(*) AS n FROM flow_args")["n"].to_list() == [0]
+    assert old.sql("SELECT count(*) AS n FROM module_spans")["n"].to_list() == [0]
     assert old.sql("SELECT count(*) AS n FROM flows")["n"].to_list()[0] > 0
     assert (tmp_path / "wh" / "tables" / "flow_args" / "_delta_log").is_dir()

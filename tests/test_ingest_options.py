@@ -78,10 +78,16 @@ def test_steps_keeps_only_the_first_n_iterations(tmp_path: Path, traces: dict[st
     assert ts["a"][0] >= base + lo and ts["b"][0] < base + hi
 
 
-def test_skip_python_drops_python_events_only(tmp_path: Path, traces: dict[str, Path]) -> None:
+def test_skip_python_drops_python_events_but_module_spans(
+    tmp_path: Path, traces: dict[str, Path]
+) -> None:
     events = load_trace(traces["python"])["traceEvents"]
     n_python = sum(1 for ev in events if ev.get("cat") == "python_function")
-    assert n_python > 0
+    n_module = sum(
+        1 for ev in events
+        if ev.get("cat") == "python_function" and ev["name"].startswith("nn.Module: ")
+    )
+    assert n_python > n_module > 0
     full, skipped = Warehouse(tmp_path / "full"), Warehouse(tmp_path / "skip")
     assert full.ingest([traces["python"]]).ok
     report = skipped.ingest([traces["python"]], skip_python=True)
@@ -89,12 +95,17 @@ def test_skip_python_drops_python_events_only(tmp_path: Path, traces: dict[str, 
     (run,) = read_runs(skipped.root)
     rid = run["run_id"]
     assert run["skip_python"] is True
-    assert json.loads(run["anomalies_json"] or "{}").get("skipped_python") == n_python
+    assert json.loads(run["anomalies_json"] or "{}").get("skipped_python") == n_python - n_module
     with_py = {t: c.get(rid, 0) for t, c in visible_state(full.root)["counts"].items()}
     without = {t: c.get(rid, 0) for t, c in visible_state(skipped.root)["counts"].items()}
     assert with_py == expected_rows(events)
     assert without == expected_rows(events, skip_python=True)
-    assert with_py["python"] == n_python and without["python"] == 0
+    assert with_py["python"] == n_python and without["python"] == n_module
+    # module attribution needs only the module spans: the same with and without them
+    query = "SELECT event_index, module_path FROM gpu_ops ORDER BY event_index"
+    paths = full.sql(query)
+    assert paths["module_path"].null_count() < paths.height
+    assert skipped.sql(query).equals(paths)
 
 
 def test_labels_from_run_json_and_options_and_job(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from tracewh.store import Store
 from tracewh.synth import SynthConfig, write_trace
 
 _TABLES = (
-    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python", "threads"
+    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python",
+    "module_spans", "threads",
 )
 _VOLATILE = ("ingest_id", "ingested_at", "tracewh_version", "source_path", "job")
 

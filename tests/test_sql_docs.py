@@ -38,6 +38,8 @@ def test_every_macro_runs_on_an_empty_warehouse() -> None:
         "SELECT * FROM launch_latency_by_step('x')", "SELECT * FROM launch_linkage('x')",
         "SELECT * FROM queue_depth('x')", "SELECT * FROM step_summary('x')",
         "SELECT * FROM op_gpu_time('x')", "SELECT * FROM module_gpu_time('x')",
+        "SELECT * FROM module_tree('x', max_depth := 2, top := 3)",
+        "SELECT * FROM module_segments('x')",
         "SELECT * FROM cpu_op_nesting('x')", "SELECT * FROM cpu_op_time('x')",
         "SELECT * FROM memcpy_summary('x')", "SELECT * FROM memcpy_kinds",
         "SELECT * FROM gpu_time_breakdown('x')", "SELECT * FROM rank_kernels('j')",

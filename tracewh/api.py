@@ -311,6 +311,32 @@ class Warehouse:
         """GPU time per CPU operator and input shapes, or CPU-side op time with ``cpu``."""
         return self.macro("cpu_op_time" if cpu else "op_gpu_time", run)
 
+    def modules(
+        self, run: str = "latest", *, depth: int | None = None, top: int | None = None
+    ) -> pl.DataFrame:
+        """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``).
+
+        Parameters
+        ----------
+        run
+            A run selector.
+        depth
+            Cut module paths after ``depth`` names (None: full paths).
+        top
+            Keep the ``top`` nodes of largest GPU time (with their ancestors).
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per node, depth first: module_path, name, depth, calls, kernels,
+            gpu_ns (inclusive), self_gpu_ns, pct.
+        """
+        if depth is not None and depth < 1:
+            raise UsageError("--depth must be at least 1")
+        if top is not None and top < 1:
+            raise UsageError("--top must be at least 1")
+        return self.macro("module_tree", run, max_depth=depth, top=top)
+
     def memcpy(self, run: str = "latest") -> pl.DataFrame:
         """Memory copies per kind: count, bytes, time, GB/s (``memcpy_summary``)."""
         return self.macro("memcpy_summary", run)

@@ -45,6 +45,9 @@ LAUNCH_FLOW_CATEGORIES: frozenset[str] = frozenset({"ac2g", "async_gpu", "async_
 #: Category of Python stack events (stored in the ``python`` table, not ``events``).
 PYTHON_CATEGORY = "python_function"
 
+#: Name prefix of the python_function spans of nn.Module calls (``nn.Module: Linear_3``).
+MODULE_PREFIX = "nn.Module: "
+
 # ---------------------------------------------------------------------------
 # columns shared by event-like tables
 # ---------------------------------------------------------------------------
@@ -239,6 +242,23 @@ FLOWS = pa.schema(
     ]
 )
 
+#: One row per ``nn.Module: X`` python_function span (PyTorch's ``with_modules``/``with_stack``
+#: module tree), with its place in the tree; kept even with ``--skip-python``.
+MODULE_SPANS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("name", pa.string()),  # the module, without the "nn.Module: " prefix
+        pa.field("module_path", pa.string()),  # enclosing modules' names and its own, by "/"
+        pa.field("depth", pa.int64()),  # 1: outermost
+        pa.field("parent_event_index", pa.int64()),  # the enclosing module span (NULL: none)
+    ]
+)
+
 #: The args of flow events that have any (e.g. HTA's critical-path annotations), apart
 #: from ``flows`` so warehouses written before it keep their ``flows`` schema.
 FLOW_ARGS = pa.schema(
@@ -309,6 +329,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("flows", FLOWS, ("day",), "one row per flow event (ph s/t/f)"),
         TableSpec("flow_args", FLOW_ARGS, ("day",), "the args of each flow event that has any"),
         TableSpec("python", PYTHON, ("day",), "one row per python_function event"),
+        TableSpec("module_spans", MODULE_SPANS, ("day",), "one row per nn.Module span"),
         TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
     )
@@ -316,7 +337,7 @@ TABLES: dict[str, TableSpec] = {
 
 #: Tables added after warehouses were first written: one written before gets them (empty)
 #: the next time it is opened (:meth:`tracewh.store.Store.require`).
-ADDED_TABLES: tuple[str, ...] = ("flow_args",)
+ADDED_TABLES: tuple[str, ...] = ("flow_args", "module_spans")
 
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)

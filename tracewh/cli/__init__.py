@@ -10,6 +10,7 @@ import typer
 from tracewh import __version__
 from tracewh.cli import (
     analysis_cmds,
+    attribution_cmds,
     history_cmds,
     ingest_cmds,
     memory_cmd,
@@ -19,7 +20,8 @@ from tracewh.cli import (
 from tracewh.cli.common import app
 
 __all__ = [
-    "analysis_cmds", "app", "history_cmds", "ingest_cmds", "memory_cmd", "report_cmds", "synth_cmd",
+    "analysis_cmds", "app", "attribution_cmds", "history_cmds", "ingest_cmds", "memory_cmd",
+    "report_cmds", "synth_cmd",
 ]
 
 

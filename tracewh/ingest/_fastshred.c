@@ -27,6 +27,8 @@
 #endif
 
 #define MAX_DEPTH 254
+#define MODULE_PREFIX "nn.Module: "
+#define MODULE_PREFIX_LEN 11
 
 /* ------------------------------------------------------------------ buffers */
 
@@ -738,7 +740,10 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
     if (name == NULL) return 0;  /* missing_name: counted by the pure path */
     int has_cat = cat != NULL;
     int is_python = has_cat && str_eq(cat_obj, self->python_cat);
-    if (is_python && self->skip_python) return 2;
+    /* --skip-python keeps the nn.Module spans (module attribution needs only them) */
+    if (is_python && self->skip_python &&
+        !(name_len >= MODULE_PREFIX_LEN && memcmp(name, MODULE_PREFIX, MODULE_PREFIX_LEN) == 0))
+        return 2;
     int is_gpu = 0;
     if (has_cat && !is_python) {
         is_gpu = PySet_Contains(self->gpu_cats, cat_obj);

@@ -55,6 +55,7 @@ _OUT_TABLES = (
     ("flows", "25_out_flows.sql"),
     ("flow_args", "28_out_flow_args.sql"),
     ("python", "26_out_python.sql"),
+    ("module_spans", "29_out_module_spans.sql"),
     ("threads", "27_out_threads.sql"),
 )
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from tracewh.schema import PYTHON_CATEGORY
+from tracewh.schema import MODULE_PREFIX, PYTHON_CATEGORY
 
 I64_MAX = (1 << 63) - 1
 I64_MIN = -(1 << 63)
@@ -274,7 +274,11 @@ def prepare_events(
             anomalies["mistyped_args"] += 1
             ev["args"] = args = {"_args": args}
         if ph == "X":
-            if cat == python_cat and skip_python:
+            if (
+                cat == python_cat
+                and skip_python
+                and not (type(name) is str and name.startswith(MODULE_PREFIX))
+            ):  # --skip-python keeps the nn.Module spans (module attribution needs them)
                 anomalies["skipped_python"] += 1
                 continue
             if name is None:

@@ -1,8 +1,9 @@
-"""GPU time as flame-graph stacks: module; cpu op chain ...; kernel.
+"""GPU time as flame-graph stacks: modules ...; cpu op chain ...; kernel.
 
 Each GPU op contributes its duration (ns) to one stack, root first:
 
-1. ``module_path`` of the op where the trace has one;
+1. the nn.Module path of the op where the trace has one, one frame per module
+   (outermost first, ``gpu_ops.module_path`` split at ``/``);
 2. the chain of CPU operators enclosing its launch, outermost first (from
    ``cpu_op_nesting``: the innermost op is the one ``gpu_ops`` links to, the
    chain follows its parents); when the op is not found there, just ``op_name``;
@@ -46,7 +47,7 @@ def gpu_stacks(wh: WarehouseLike, run: str) -> Counter[tuple[str, ...]]:
     for r in ops.iter_rows(named=True):
         frames: list[str] = []
         if r["module_path"]:
-            frames.append(r["module_path"])
+            frames.extend(r["module_path"].split("/"))
         if r["op_name"] is None:
             frames.append(UNLINKED)
         else:

@@ -319,7 +319,8 @@ def step_program(f: FlavorSpec, layers: int, *, leak_bytes: int = 0) -> tuple[Op
                                    types='["float"]'),), dims="[[], [], [], [], []]", types='["ScalarList", "Scalar", "", "", ""]'),
         *[Op(o.name, 180.0, o.body, dims=o.dims, types=o.types, alloc=o.alloc) for o in small],
     ]
-    blocks = [_block(f) for _ in range(layers)]
+    # the transformer: one nn.Module (DiT) around its blocks (spans only with --python)
+    blocks = [Op("DiT", 0.0, tuple(_block(f) for _ in range(layers)), cat="python", module="DiT")]
     graph_kernels = (
         _k(LAYER_NORM, 30.0, 8192, 256, 30),
         Gpu("kernel", f.gemm[1], "compute", 120.0, (32, 64, 1), (256, 1, 1), 230, 73728),

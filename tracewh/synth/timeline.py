@@ -113,6 +113,7 @@ class _Sim:
     leaked: int = 0
     live: list[tuple[int, int]] = field(default_factory=list)
     pystack: list[int] = field(default_factory=list)
+    instances: dict[str, int] = field(default_factory=dict)
     cpu: list[tuple[int, int, Emit]] = field(default_factory=list)
     gpu: list[tuple[int, int, Emit]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -195,22 +196,43 @@ class _Sim:
             self.run_cpu_op(op)
 
     def run_python(self, op: Op) -> None:
-        self.pyid += 1
-        pyid, start = self.pyid, self.t
-        parent = self.pystack[-1] if self.pystack else 0
-        self.pystack.append(pyid)
-        self.t += int(2_000 * self.jit(0.1))
+        """An nn.Module call as ``torch.profiler(with_stack=True, with_modules=True)`` records it.
+
+        ``.../module.py: _call_impl`` (a plain python_function frame) encloses the
+        ``nn.Module: <Class>_<n>`` span, which encloses the module's ``forward`` frame; ``n``
+        numbers the instances of each class in call order (the same every step, as each
+        module instance runs once per step).
+        """
+        n = self.instances.get(op.module or "", 0)
+        self.instances[op.module or ""] = n + 1
+        cls = op.module or ""
+        frames = (
+            ("torch/nn/modules/module.py(1784): _call_impl", 900),
+            (f"nn.Module: {cls}_{n}", 1_100),
+            (f"models/dit.py({200 + len(cls)}): forward", 700),
+        )
+        opened: list[tuple[int, int, str, int]] = []  # (pyid, parent, label, start)
+        for label, pre in frames:
+            self.pyid += 1
+            parent = self.pystack[-1] if self.pystack else 0
+            self.pystack.append(self.pyid)
+            opened.append((self.pyid, parent, label, self.t))
+            self.t += int(pre * self.jit(0.1))
         if op.cat == "python":
             self.run_body(op)
             self.free_live()
         else:
             self.run_cpu_op(op)
-        self.pystack.pop()
-        self.t += int(1_500 * self.jit(0.1))
-        label = json.dumps(f"nn.Module: {op.module}_{pyid % 97}")
+        for pyid, parent, label, start in reversed(opened):
+            self.pystack.pop()
+            self.t += int(500 * self.jit(0.1))
+            self.python_event(pyid, parent, label, start)
+
+    def python_event(self, pyid: int, parent: int, label: str, start: int) -> None:
+        text = json.dumps(label)
 
         def name(o: _Text) -> None:
-            o.lit(label)
+            o.lit(text)
 
         def args(o: _Text) -> None:
             o.lit('"Python parent id": ')
@@ -222,7 +244,8 @@ class _Sim:
             o.slot(pyid, PYID)
             o.lit(', "Python module id": 0, "Python thread": 0')
 
-        self.add(self.cpu, start, "python_function", self.x_event("python_function", name, start, self.t - start, args))
+        self.add(self.cpu, start, "python_function",
+                 self.x_event("python_function", name, start, self.t - start, args))
 
     def run_body(self, op: Op) -> None:
         for item in op.body:
