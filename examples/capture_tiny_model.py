@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("traces/tiny"), help="capture directory")
     parser.add_argument("--warehouse", type=Path, default=Path("warehouse"))
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
     model = TinyNet()
@@ -62,11 +64,19 @@ def main() -> None:
     )
     print(f"trace: {result.trace_path}")
     print(f"run.json labels: {json.dumps(dict(result.labels))}")
-    print(
-        f"median step: {result.labels['step_ns_median_untraced']} ns untraced, "
-        f"{result.labels['step_ns_median_traced']} ns traced "
-        f"-> profiler overhead {result.overhead_pct:+.1f}%"
-    )
+    est = result.overhead
+    if est is not None:
+        interval = (
+            f"95% interval {est.ci_low_pct:+.1f}% .. {est.ci_high_pct:+.1f}%"
+            if est.ci_low_pct is not None and est.ci_high_pct is not None
+            else "no interval"
+        )
+        print(
+            f"median step {result.labels['step_ns_median_untraced']} ns untraced: profiler "
+            f"overhead {est.pct:+.1f}% ({interval}, {len(est.ratios)} traced rounds)"
+        )
+        if not est.reliable:
+            print(f"  (unreliable: {'; '.join(est.reasons)})")
 
     wh = Warehouse(args.warehouse)
     [ingested] = wh.ingest([result.trace_path]).results

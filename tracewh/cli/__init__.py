@@ -11,6 +11,7 @@ from tracewh import __version__
 from tracewh.cli import (
     analysis_cmds,
     attribution_cmds,
+    capture_cmd,
     history_cmds,
     ingest_cmds,
     memory_cmd,
@@ -20,8 +21,8 @@ from tracewh.cli import (
 from tracewh.cli.common import app
 
 __all__ = [
-    "analysis_cmds", "app", "attribution_cmds", "history_cmds", "ingest_cmds", "memory_cmd",
-    "report_cmds", "synth_cmd",
+    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "history_cmds", "ingest_cmds",
+    "memory_cmd", "report_cmds", "synth_cmd",
 ]
 
 

@@ -1,0 +1,8 @@
+"""``python -m tracewh``: the command line (the same as the ``tracewh`` script)."""
+
+from __future__ import annotations
+
+from tracewh.cli import app
+
+if __name__ == "__main__":
+    app(prog_name="tracewh")
