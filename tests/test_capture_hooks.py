@@ -196,6 +196,23 @@ def test_optimizer_boundary_is_after_the_step_and_its_hooks(torch: Any) -> None:
     assert order == ["post_hook", "boundary"] * 3
 
 
+def test_optimizer_classes_hooked_before_the_install_count_too(torch: Any) -> None:
+    p = torch.nn.Parameter(torch.ones(2))
+    torch.optim.Adagrad([p])  # torch hooks Adagrad.step now, before tracewh's hook
+    hooked = torch.optim.Adagrad.__dict__["step"]
+    sink = Sink()
+    uninstall = install_optimizer(torch, sink)
+    try:
+        opt = torch.optim.Adagrad([p])
+        p.grad = torch.ones(2)
+        opt.step()
+        opt.step()
+    finally:
+        uninstall()
+    assert sink.events == ["boundary", "boundary"]
+    assert torch.optim.Adagrad.__dict__["step"] is hooked
+
+
 def test_function_hook_patches_a_module_when_it_is_imported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -149,41 +149,60 @@ def _call_wrapper(fn: Callable[..., Any], sink: StepSink, depth: list[int]) -> C
 
 # -------------------------------------------------------------------- optimizer
 def install_optimizer(torch: Any, sink: StepSink) -> Callable[[], None]:
-    """Make every ``optimizer.step()`` return a step boundary; returns the uninstaller."""
+    """Make every ``optimizer.step()`` return a step boundary; returns the uninstaller.
+
+    Optimizer classes torch hooks from now on get the boundary through the patched
+    ``profile_hook_step``; classes it hooked already (an optimizer was created
+    before) get their hooked ``step`` wrapped in place.
+    """
     optimizer_cls = torch.optim.Optimizer
     original = optimizer_cls.__dict__.get("profile_hook_step")
     depth = [0]
-    if isinstance(original, staticmethod):
-        inner_factory = original.__func__
 
-        def profile_hook_step(func: Callable[..., Any]) -> Callable[..., Any]:
-            inner = inner_factory(func)
+    def outer(inner: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(inner)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            depth[0] += 1
+            try:
+                out = inner(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+            if not depth[0]:
+                sink.boundary()
+            return out
 
-            @functools.wraps(inner)
-            def step(*args: Any, **kwargs: Any) -> Any:
-                depth[0] += 1
-                try:
-                    out = inner(*args, **kwargs)
-                finally:
-                    depth[0] -= 1
-                if not depth[0]:
-                    sink.boundary()
-                return out
+        step.__tracewh_wrapped__ = True  # type: ignore[attr-defined]
+        return step
 
-            return step
+    if not isinstance(original, staticmethod):
+        # A torch without profile_hook_step: the global post hook (the boundary then falls
+        # inside torch's Optimizer.step span).
+        handle = torch.optim.optimizer.register_optimizer_step_post_hook(
+            lambda *_args: sink.boundary()
+        )
+        return handle.remove  # type: ignore[no-any-return]
+    factory = original.__func__
+    optimizer_cls.profile_hook_step = staticmethod(lambda func: outer(factory(func)))
+    rewrapped: list[tuple[type, Any]] = []
+    todo: list[type] = list(optimizer_cls.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        own = cls.__dict__.get("step")
+        if callable(own) and getattr(own, "hooked", False) and not getattr(
+            own, "__tracewh_wrapped__", False
+        ):
+            wrapped = outer(own)
+            wrapped.hooked = True  # type: ignore[attr-defined]
+            setattr(cls, "step", wrapped)  # noqa: B010
+            rewrapped.append((cls, own))
 
-        optimizer_cls.profile_hook_step = staticmethod(profile_hook_step)
+    def uninstall() -> None:
+        optimizer_cls.profile_hook_step = original
+        for cls, own in rewrapped:
+            setattr(cls, "step", own)  # noqa: B010
 
-        def uninstall() -> None:
-            optimizer_cls.profile_hook_step = original
-
-        return uninstall
-    # Fallback for a torch without profile_hook_step: the global post hook (the
-    # boundary then falls inside torch's Optimizer.step span).
-    handle = torch.optim.optimizer.register_optimizer_step_post_hook(
-        lambda *_args: sink.boundary()
-    )
-    return handle.remove  # type: ignore[no-any-return]
+    return uninstall
 
 
 # ----------------------------------------------------------------------- module
