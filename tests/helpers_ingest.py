@@ -8,19 +8,23 @@ warehouse state is read straight from the Delta tables with ``deltalake`` and
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import os
 import subprocess
 import sys
+import urllib.parse
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 GPU_CATS = frozenset(
@@ -131,12 +135,27 @@ def _table(root: Path, name: str) -> DeltaTable | None:
     return DeltaTable(str(uri))
 
 
+def _arrow(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
+    """The snapshot's rows, from its Parquet files (delta-rs's own pyarrow dataset makes the
+    process abort at exit now and then: apache/arrow#34314)."""
+    files = [urllib.parse.unquote(u.removeprefix("file://")) for u in dt.file_uris()]
+    if not files:
+        schema = pa.schema(dt.schema())
+        return schema.empty_table() if columns is None else schema.empty_table().select(columns)
+    return pq.read_table(files, columns=columns, partitioning=None)
+
+
+def delta_arrow(uri: Path, columns: list[str] | None = None) -> pa.Table:
+    """A Delta table's rows (partition columns left out), read from its snapshot's files."""
+    return _arrow(DeltaTable(str(uri)), columns)
+
+
 def read_runs(root: Path) -> list[dict[str, Any]]:
-    """Every row of the ``runs`` table (straight from Delta)."""
+    """Every row of the ``runs`` table (straight from its Delta snapshot's files)."""
     dt = _table(root, "runs")
     if dt is None:
         return []
-    return dt.to_pyarrow_table().to_pylist()
+    return _arrow(dt).to_pylist()
 
 
 def raw_counts(root: Path, table: str) -> Counter[tuple[str, str]]:
@@ -144,7 +163,7 @@ def raw_counts(root: Path, table: str) -> Counter[tuple[str, str]]:
     dt = _table(root, table)
     if dt is None:
         return Counter()
-    t = dt.to_pyarrow_table(columns=["run_id", "ingest_id"])
+    t = _arrow(dt, ["run_id", "ingest_id"])
     if t.num_rows == 0:
         return Counter()
     agg = t.group_by(["run_id", "ingest_id"]).aggregate([([], "count_all")])
@@ -215,7 +234,7 @@ def visible_column(root: Path, table: str, run_id: str, columns: list[str]) -> l
     ingest = {r["run_id"]: r["ingest_id"] for r in read_runs(root)}[run_id]
     dt = _table(root, table)
     assert dt is not None
-    t = dt.to_pyarrow_table(columns=["run_id", "ingest_id", *columns])
+    t = _arrow(dt, ["run_id", "ingest_id", *columns])
     t = t.filter(pc.and_(pc.equal(t["run_id"], run_id), pc.equal(t["ingest_id"], ingest)))
     return t.select(columns).to_pylist()
 
@@ -257,3 +276,44 @@ def one_line_error(result: Mapping[str, Any] | Any, path: Path) -> str:
     assert "internal error" not in error, f"a bug in the ingest: {error}"
     assert str(path) in error or path.name in error, error
     return str(error)
+
+
+# ------------------------------------------------------------- adversarial load
+HOG = "import os\nos.nice(0)\nwhile True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def cpu_hog(n: int | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``n`` busy-looping processes (default: one per core) beside the block, at normal priority.
+
+    A busy machine stretches every window between two steps of a concurrent ingest
+    (read a snapshot ... commit): the races a quiet machine hides show up here.
+    """
+    count = n if n is not None else max(1, os.cpu_count() or 1)
+    procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(count)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+COMPACT_DRIVER = """
+import json, sys, time
+from tracewh.api import Warehouse
+t0 = float(sys.argv[2])
+while time.time() < t0:
+    time.sleep(0.005)
+report = Warehouse(sys.argv[1]).compact(retain_hours=168)
+print(json.dumps({"files_after": report.files_after}))
+"""
+
+
+def start_compact(root: Path, at: float) -> subprocess.Popen[str]:
+    """A subprocess that runs ``Warehouse(root).compact()`` once the clock reaches ``at``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", COMPACT_DRIVER, str(root), repr(at)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=driver_env(),
+    )

@@ -9,7 +9,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from helpers_ingest import delta_arrow
 
 from tracewh.ingest import pipeline
 from tracewh.ingest.pipeline import IngestOptions, _FileRanges, _parquet_files, ingest_file
@@ -66,7 +66,7 @@ def test_gpu_ops_written_in_many_slices_are_the_rows_of_one(
         store.create()
         result = ingest_file(store, trace, IngestOptions())
         assert result.outcome == "ingested", result.error
-        table = DeltaTable(str(tmp_path / name / "tables" / "gpu_ops")).to_pyarrow_table()
+        table = delta_arrow(tmp_path / name / "tables" / "gpu_ops")
         df = pl.from_arrow(table)
         assert isinstance(df, pl.DataFrame)
         return df.drop("ingest_id").sort("event_index")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from deltalake import DeltaTable
+from helpers_ingest import delta_arrow
 
 from tracewh.ingest.parts import decompressed_size, stage_file
 from tracewh.ingest.pipeline import IngestOptions, ingest_file
@@ -30,7 +30,7 @@ _VOLATILE = ("ingest_id", "ingested_at", "tracewh_version", "source_path", "job"
 def _tables(root: Path) -> dict[str, pl.DataFrame]:
     out: dict[str, pl.DataFrame] = {}
     for name in (*_TABLES, "runs"):
-        df = pl.from_arrow(DeltaTable(str(root / "tables" / name)).to_pyarrow_table())
+        df = pl.from_arrow(delta_arrow(root / "tables" / name))
         assert isinstance(df, pl.DataFrame)
         df = df.drop([c for c in _VOLATILE if c in df.columns])
         keys = [c for c in df.columns if not isinstance(df.schema[c], pl.List)]

@@ -1,5 +1,9 @@
 """Four ingest processes on overlapping file sets into one warehouse, with a reader
-querying all along: every file exactly once, counts right, readers see whole runs only."""
+querying all along: every file exactly once, counts right, readers see whole runs only.
+
+Run beside a CPU hog (one busy process per core): on a quiet machine the windows
+between reading a snapshot and committing are too short for the races to show
+(issue 18: the 4 x 25 test failed 4 times out of 4 on a busy machine)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any
 import pytest
 from helpers_ingest import (
     CHILD_TABLES,
+    cpu_hog,
     expected_rows,
     incomplete_runs,
     load_trace,
@@ -55,13 +60,14 @@ def _concurrent(tmp_path: Path, n_files: int, per_process: int, stride: int) -> 
     assert set().union(*map(set, sets)) == set(files)  # every file is in some set ...
     assert sum(len(s) for s in sets) > n_files  # ... and some in several
     wh = Warehouse(tmp_path / "wh")
-    procs = [start_ingest(wh.root, s) for s in sets]
     snapshots: list[int] = []
-    while any(p.poll() is None for p in procs):
-        seen = _reader_check(wh)
-        if seen is not None:
-            snapshots.append(seen)
-        time.sleep(0.05)
+    with cpu_hog():
+        procs = [start_ingest(wh.root, s) for s in sets]
+        while any(p.poll() is None for p in procs):
+            seen = _reader_check(wh)
+            if seen is not None:
+                snapshots.append(seen)
+            time.sleep(0.05)
     outcomes: Counter[tuple[str, str]] = Counter()
     for p in procs:
         out, err = p.communicate()
@@ -95,7 +101,8 @@ def test_four_processes_on_overlapping_sets(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_four_processes_times_twenty_five(tmp_path: Path) -> None:
+@pytest.mark.parametrize("attempt", range(4))
+def test_four_processes_times_twenty_five(tmp_path: Path, attempt: int) -> None:
     result = _concurrent(tmp_path, n_files=50, per_process=25, stride=12)
     print(f"\nconcurrency: 4x25 ingests ({result['ingests']} attempts on 50 files), "
           f"{len(result['snapshots'])} reader snapshots, runs seen growing "

@@ -164,7 +164,7 @@ class Warehouse:
     def _runs_query(self, query: str, params: Mapping[str, Any]) -> pl.DataFrame:
         """A query over ``runs`` alone: no other table's log is read, no view is bound."""
         self.store.require()
-        files = self.store.table("runs").file_uris()
+        files = self.store.file_uris("runs")
         if not files:
             raise EmptyWarehouseError(self.root)
         # the prepared catalog holds every other table as an empty placeholder: no other
@@ -187,14 +187,28 @@ class Warehouse:
         if table not in TABLES:
             raise UsageError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
         self.store.require()
-        opts = self.store.options
-        frame = pl.scan_delta(self.store.table_uri(table), storage_options=opts)
+        # the snapshot's Parquet files, not pl.scan_delta: that goes through delta-rs's
+        # pyarrow dataset, after which the process may abort at exit (pola-rs/polars#24169)
+        runs = self._scan_files("runs").select("run_id", "ingest_id")
+        frame = self._scan_files(table)
         if not TABLES[table].is_run_child:
             return frame
-        runs = pl.scan_delta(self.store.table_uri("runs"), storage_options=opts).select(
-            "run_id", "ingest_id"
-        )
         return frame.join(runs, on=["run_id", "ingest_id"], how="semi")
+
+    def _scan_files(self, table: str) -> pl.LazyFrame:
+        """A LazyFrame over the current snapshot's files of ``table``, typed as schema.py says."""
+        spec = TABLES[table]
+        schema = pl.Schema(pl.DataFrame(spec.schema.empty_table()).schema)
+        files = self.store.file_uris(table)
+        if not files:
+            return pl.LazyFrame(schema=schema)
+        frame = pl.scan_parquet(
+            files,
+            hive_partitioning=bool(spec.partition_by),
+            hive_schema={c: schema[c] for c in spec.partition_by} or None,
+            storage_options=self.store.options,
+        )
+        return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
         """Every visible run (newest first), optionally filtered by labels/fields."""

@@ -116,6 +116,30 @@ class WarehousePathError(WarehouseError):
     exit_code = 2
 
 
+class ReadOnlyWarehouseError(WarehouseError):
+    """A command that writes (ingest, compact) met a warehouse it cannot write.
+
+    Parameters
+    ----------
+    root
+        The warehouse.
+    path
+        What could not be written.
+    reason
+        The system's reason (``Read-only file system``, ``Permission denied``).
+    """
+
+    exit_code = 2
+
+    def __init__(self, root: Path | str, path: Path | str, reason: str) -> None:
+        self.path = str(path)
+        super().__init__(
+            root,
+            f"is read-only ({reason}: {path}): ingest and compact need write access; "
+            "queries and verify work on a read-only warehouse",
+        )
+
+
 class RunNotFoundError(TracewhError):
     """A run selector matched no run (or matched several where one was required)."""
 

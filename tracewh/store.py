@@ -28,6 +28,7 @@ Layout::
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -36,6 +37,7 @@ import shutil
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -44,11 +46,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from tracewh.errors import (
     BackendError,
+    ReadOnlyWarehouseError,
     WarehouseError,
     WarehouseNotFoundError,
     WarehousePathError,
@@ -122,8 +126,12 @@ class Store:
 
     def __post_init__(self) -> None:
         root = self.root
+        # a local root is made absolute: delta-rs and pyarrow read a relative path with a
+        # ``:`` in it ("a:b/tables") as a URL of scheme "a"
         object.__setattr__(
-            self, "root", root.rstrip("/") if isinstance(root, str) and is_url(root) else Path(root)
+            self, "root",
+            root.rstrip("/") if isinstance(root, str) and is_url(root)
+            else Path(os.path.abspath(root)),
         )
 
     # ----------------------------------------------------------------- paths
@@ -241,6 +249,50 @@ class Store:
         except TableNotFoundError as exc:
             raise WarehouseError(self.root, f"table {name} is missing") from exc
 
+    def file_uris(self, name: str, *, version: int | None = None) -> list[str]:
+        """The data files of a table's snapshot: local paths, or URLs on an object store.
+
+        delta-rs percent-encodes local paths (``w h`` becomes ``w%20h``); they are
+        decoded here, which is unambiguous because a local root never holds a
+        ``%XX`` sequence (:meth:`_check_path`).
+        """
+        return self._decoded(self.table(name, version=version).file_uris())
+
+    def _decoded(self, uris: list[str]) -> list[str]:
+        if self.remote:
+            return uris
+        return [urllib.parse.unquote(u.removeprefix("file://")) for u in uris]
+
+    def read_table(
+        self, name: str, *, columns: list[str] | None = None, version: int | None = None
+    ) -> pa.Table:
+        """A table's rows (``columns`` only) at its latest (or a given) version, as Arrow.
+
+        Reads the snapshot's Parquet files directly, not through delta-rs's
+        pyarrow dataset: that one's file system calls back into delta-rs from
+        Arrow's I/O threads, and a process that used it aborts at exit ~half the
+        time (``terminate called without an active exception``; apache/arrow#34314,
+        delta-io/delta-rs#2184). Partition columns cannot be asked for.
+        """
+        spec = TABLES[name]
+        wanted = columns if columns is not None else [
+            f.name for f in spec.schema if f.name not in spec.partition_by
+        ]
+        if any(c in spec.partition_by for c in wanted):
+            raise ValueError(f"read_table cannot read partition columns of {name}")
+        schema = pa.schema([spec.schema.field(c) for c in wanted])
+        files = self.file_uris(name, version=version)
+        if not files:
+            return schema.empty_table()
+        if self.remote:
+            fs = self.filesystem()
+            tables = []
+            for uri in files:
+                with fs.open(uri, "rb") as f:
+                    tables.append(pq.read_table(f, columns=wanted))
+            return pa.concat_tables(tables).cast(schema)
+        return pq.read_table(files, columns=wanted).cast(schema)
+
     def snapshot_files(
         self, *, days: Collection[date] | None = None, since: date | None = None
     ) -> dict[str, list[str]]:
@@ -261,7 +313,7 @@ class Store:
                 files[name] = []  # per-run analyses never read the ingest log
                 continue
             if not restricted or not TABLES[name].is_run_child:
-                files[name] = self.table(name).file_uris()
+                files[name] = self.file_uris(name)
                 continue
             actions = self.add_actions(name)
             if actions.num_rows == 0:
@@ -269,7 +321,7 @@ class Store:
                 continue
             root = self.table_uri(name)
             files[name] = [
-                f"{root}/{rel}"
+                f"{root}/{urllib.parse.unquote(rel) if not self.remote else rel}"
                 for rel, day in zip(
                     actions.column("path").to_pylist(),
                     actions.column("partition.day").to_pylist(),
@@ -344,9 +396,8 @@ class Store:
             if not all(_RUN_ID.match(r) for r in ids):
                 raise WarehouseError(self.root, f"not a run id in {ids!r}")
             snapshot = self.table("runs")
-            found = snapshot.to_pyarrow_dataset().to_table(
-                filter=pc.field("run_id").isin(ids), columns=["run_id"]
-            )
+            found = self.read_table("runs", columns=["run_id"], version=snapshot.version())
+            found = found.filter(pc.field("run_id").isin(ids))
             if found.num_rows:
                 raise DuplicateRunError(self.root, str(found.column("run_id")[0]))
             try:
@@ -361,81 +412,99 @@ class Store:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
-    def compact_small(self, name: str, *, max_files: int = 8) -> bool:
-        """Merge a table's files when it has more than ``max_files`` (best effort).
-
-        Used after ingest batches on the small, unpartitioned ``runs`` and
-        ``ingest_log`` tables, which every query reads whole. A concurrent
-        commit that conflicts just leaves the compaction to the next batch.
-        """
-        dt = self.table(name)
-        if len(dt.file_uris()) <= max_files:
-            return False
-        try:
-            dt.optimize.compact(writer_properties=writer_properties())
-        except (CommitFailedError, DeltaError):
-            return False
-        return True
-
     def delete(self, name: str, predicate: str) -> dict[str, Any]:
-        """Delete rows matching a Delta predicate (retried on conflicts)."""
-        for attempt in range(_COMMIT_RETRIES):
-            try:
-                return self.table(name).delete(predicate)
-            except CommitFailedError:
-                if attempt == _COMMIT_RETRIES - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+        """Delete rows matching a Delta predicate (retried on conflicts).
+
+        The rewrite removes files with ``dataChange=true``: a concurrent rewrite of
+        the same files (a compaction) makes this commit fail, and the retry works on
+        the new snapshot.
+        """
+        with self.lock("writers", shared=True):
+            for attempt in range(_COMMIT_RETRIES):
+                try:
+                    return self.table(name).delete(predicate)
+                except CommitFailedError:
+                    if attempt == _COMMIT_RETRIES - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         return {}
 
     # ----------------------------------------------------------------- locks
     @contextlib.contextmanager
-    def lock(self, key: str, *, blocking: bool = True) -> Iterator[bool]:
+    def lock(self, key: str, *, blocking: bool = True, shared: bool = False) -> Iterator[bool]:
         """An advisory inter-process lock (fcntl) named ``key``.
 
         Yields True when held. With ``blocking=False`` yields False at once if
-        another process holds it. The lock dies with its process (kill -9 safe).
-        On an object store the lock is local to this machine; an ``ingest-*``
-        lock also holds a lease in the store, refreshed while held.
+        another process holds it. ``shared`` locks coexist with each other and
+        exclude an exclusive one (``writers``: every write takes it shared, a
+        ``compact --retain-hours 0`` exclusive). The lock dies with its process
+        (kill -9 safe). On an object store the lock is local to this machine; an
+        ``ingest-*`` lock also holds a lease in the store, refreshed while held.
+        Raises :class:`ReadOnlyWarehouseError` where the lock file cannot be made.
         """
-        with self._local_lock(key, blocking=blocking) as held:
+        with self._local_lock(key, blocking=blocking, shared=shared) as held:
             if not (held and self.remote and key.startswith("ingest-")):
                 yield held
                 return
             with self._lease(key):
                 yield True
 
+    def _writable_error(self, path: Path, exc: OSError) -> WarehouseError:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return ReadOnlyWarehouseError(self.root, path, exc.strerror or str(exc))
+        return WarehouseError(self.root, f"cannot write {path}: {exc.strerror or exc}")
+
     @contextlib.contextmanager
-    def _local_lock(self, key: str, *, blocking: bool = True) -> Iterator[bool]:
-        self.locks_dir.mkdir(parents=True, exist_ok=True)
+    def _local_lock(
+        self, key: str, *, blocking: bool = True, shared: bool = False
+    ) -> Iterator[bool]:
         path = self.locks_dir / f"{key}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            self.locks_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._writable_error(path, exc) from exc
+        try:
+            mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                fcntl.flock(fd, mode | (0 if blocking else fcntl.LOCK_NB))
             except BlockingIOError:
                 yield False
                 return
-            try:
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
-            except OSError:
-                pass
+            if not shared:
+                try:
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
+                except OSError:
+                    pass
             yield True
         finally:
             os.close(fd)
 
     def is_locked(self, key: str) -> bool:
-        """Whether some live process holds lock ``key`` (object stores: a fresh lease)."""
+        """Whether some live process holds lock ``key`` (object stores: a fresh lease).
+
+        Takes no lock and writes nothing: works on a read-only warehouse.
+        """
         if self._locked_here(key):
             return True
         return self.remote and key.startswith("ingest-") and self._lease_live(key)
 
     def _locked_here(self, key: str) -> bool:
-        if not (self.locks_dir / f"{key}.lock").exists():
-            return False
-        with self._local_lock(key, blocking=False) as held:
-            return not held
+        """Probe a lock file without creating it: a read-only descriptor can take flock."""
+        try:
+            fd = os.open(self.locks_dir / f"{key}.lock", os.O_RDONLY)
+        except FileNotFoundError:
+            return False  # never taken: nobody holds it
+        except OSError:
+            return False  # unreadable: not one of ours
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     # ---------------------------------------------------------------- leases
     def filesystem(self) -> Any:

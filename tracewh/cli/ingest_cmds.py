@@ -169,20 +169,50 @@ def verify(
 @app.command()
 def compact(
     warehouse: str = warehouse_option(),
-    retain_hours: int = typer.Option(168, help="Keep unreferenced files younger than this (hours)."),
+    retain_hours: int = typer.Option(
+        168,
+        help="Keep unreferenced files younger than this (hours). Below 1, compact waits for "
+        "this machine's running ingests and holds new ones off while it vacuums; 0 frees "
+        "every superseded file now.",
+    ),
+    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
 ) -> None:
     """Remove leftovers, merge small files per partition and vacuum old files.
 
     Example: tracewh compact --retain-hours 24
     """
     with handle_errors():
+        if fmt not in ("text", "json"):
+            raise UsageError(f"--format must be text or json, not {fmt!r}")
         report = Warehouse(warehouse).compact(retain_hours=retain_hours)
+        if fmt == "json":
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+            return
         typer.echo(
             f"removed {report.orphan_ingests} leftover ingest(s), "
-            f"{report.staging_removed} staging folder(s)"
+            f"{report.staging_removed} staging folder(s); retention {report.retain_hours} h"
+            + (" (writers held off while vacuuming)" if report.exclusive else "")
         )
+        if report.clamp:
+            typer.echo(f"note: {report.clamp}")
         for name in report.files_before:
+            kept_n, kept_b = report.kept.get(name, (0, 0))
+            kept = (
+                f", kept {kept_n} younger than {report.retain_hours} h ({kept_b / 1e6:.1f} MB)"
+                if kept_n else ""
+            )
             typer.echo(
                 f"  {name:11} files {report.files_before[name]:5} -> {report.files_after[name]:5}"
-                f"  vacuumed {report.vacuumed[name]}"
+                f"  vacuumed {report.vacuumed[name]} "
+                f"({report.freed_bytes.get(name, 0) / 1e6:.1f} MB freed){kept}"
             )
+        total = sum(report.freed_bytes.values())
+        kept_total = sum(b for _, b in report.kept.values())
+        typer.echo(
+            f"freed {total / 1e6:.1f} MB"
+            + (
+                f"; {kept_total / 1e6:.1f} MB of superseded or failed-commit files are kept "
+                f"until they are {report.retain_hours} h old (--retain-hours 0 frees them now)"
+                if kept_total else ""
+            )
+        )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracewh.ingest.cleanup import CleanupReport, cleanup
+from tracewh.ingest.compaction import compact_table
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
 from tracewh.store import Store
@@ -194,6 +195,7 @@ def ingest_paths(
             on_result(result)
     report.results = [by_path[os.path.abspath(t.path)] for t in tasks] + missing
     if report.ingested or report.failed:
+        # best effort: a concurrent compaction of the same files makes this one a no-op
         for name in ("runs", "ingest_log"):
-            store.compact_small(name)
+            compact_table(store, name, max_files=8, blocking=False)
     return report

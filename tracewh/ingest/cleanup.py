@@ -52,7 +52,7 @@ def table_ingest_ids(store: Store, table: str) -> set[str]:
 
 def visible_ingest_ids(store: Store) -> set[str]:
     """``ingest_id`` of every run in the current ``runs`` snapshot."""
-    table = store.table("runs").to_pyarrow_dataset().to_table(columns=["ingest_id"])
+    table = store.read_table("runs", columns=["ingest_id"])
     return {x for x in table.column("ingest_id").to_pylist() if x is not None}
 
 

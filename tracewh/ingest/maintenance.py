@@ -10,8 +10,10 @@ are invisible to queries and removed by the next ingest or by compact.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,9 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 
+from tracewh.errors import UsageError
 from tracewh.ingest.cleanup import cleanup, find_orphans
+from tracewh.ingest.compaction import compact_table
 from tracewh.schema import CHILD_TABLES, TABLES
 from tracewh.store import Store
 
@@ -78,6 +82,48 @@ def _file_problem(fs: Any, full: str, rel: str, size: int) -> str | None:
     return None
 
 
+def _log_files(fs: Any, root: str) -> list[str]:
+    """The commit (``*.json``) and checkpoint (``*.parquet``) files of a table's log."""
+    log = f"{root}/_delta_log"
+    if fs is None:
+        if not Path(log).is_dir():
+            return []
+        return sorted(str(p) for p in Path(log).iterdir() if p.suffix in (".json", ".parquet"))
+    return sorted(
+        p for p in fs.find(log) if p.endswith(".json") or p.endswith(".parquet")
+    )
+
+
+def superseded_files(store: Store, name: str, fs: Any = None) -> set[str]:
+    """Relative paths the table's log removed (replaced by compaction, delete or ``--force``).
+
+    Read from the ``remove`` actions of the commits and checkpoints still in
+    the log (tombstones): a file referenced once and removed since, unlike the
+    file of a commit that never happened.
+    """
+    out: set[str] = set()
+    for path in _log_files(fs, store.table_uri(name)):
+        # a log file being written or cleaned up meanwhile is skipped
+        with contextlib.suppress(Exception), (
+            fs.open(path, "rb") if fs is not None else open(path, "rb")
+        ) as f:
+            if path.endswith(".parquet"):
+                removes = pq.read_table(f, columns=["remove"]).column("remove").to_pylist()
+                out.update(r["path"] for r in removes if r and r.get("path"))
+                continue
+            for line in f:
+                if b'"remove"' not in line:
+                    continue
+                action = json.loads(line).get("remove")
+                if isinstance(action, dict) and action.get("path"):
+                    out.add(action["path"])
+    return {os.path.normpath(urllib.parse.unquote(p)) for p in out}
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
 def _check_files(store: Store, report: VerifyReport, fs: Any) -> dict[str, list[str]]:
     good: dict[str, list[str]] = {}
     for name in TABLES:
@@ -98,10 +144,20 @@ def _check_files(store: Store, report: VerifyReport, fs: Any) -> dict[str, list[
             ok_files.append(full)
         good[name] = ok_files
         unreferenced = _data_files(fs, root) - referenced
-        if unreferenced:
+        superseded = unreferenced & superseded_files(store, name, fs) if unreferenced else set()
+        failed = unreferenced - superseded
+        if superseded:
             report.notes.append(
-                f"{name}: {len(unreferenced)} unreferenced data file(s) from failed commits "
-                "(invisible; removed by `tracewh compact` once older than the retention)"
+                f"{name}: {len(superseded)} superseded data file(s), "
+                f"{_mb(_sizes(store, name, sorted(superseded), fs))}, replaced by compaction "
+                "or a re-ingest (invisible; `tracewh compact` removes them once older than "
+                "the retention, `--retain-hours 0` at once)"
+            )
+        if failed:
+            report.notes.append(
+                f"{name}: {len(failed)} unreferenced data file(s) from failed commits, "
+                f"{_mb(_sizes(store, name, sorted(failed), fs))} (invisible; removed by "
+                "`tracewh compact` once older than the retention)"
             )
     return good
 
@@ -161,41 +217,128 @@ def verify(store: Store) -> VerifyReport:
     return report
 
 
+#: Below this retention a vacuum could delete the files of a commit in progress (an
+#: ingest writes a table's file, then commits it): compact then excludes every writer.
+MIN_SHARED_RETAIN_HOURS = 1
+
+
 @dataclass(frozen=True)
 class CompactReport:
-    """What :func:`compact` did, per table."""
+    """What :func:`compact` did, per table.
+
+    ``retain_hours`` is the retention applied; ``clamp`` says why it differs
+    from the one asked for (None when it does not). ``kept`` counts the
+    unreferenced files left because they are younger than the retention, with
+    their bytes; ``freed_bytes`` what the vacuum deleted.
+    """
 
     orphan_ingests: int
     staging_removed: int
     files_before: dict[str, int]
     files_after: dict[str, int]
     vacuumed: dict[str, int]
+    freed_bytes: dict[str, int] = field(default_factory=dict)
+    kept: dict[str, tuple[int, int]] = field(default_factory=dict)
+    retain_hours: int = 168
+    clamp: str | None = None
+    exclusive: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "orphan_ingests": self.orphan_ingests, "staging_removed": self.staging_removed,
+            "retain_hours": self.retain_hours, "clamp": self.clamp, "exclusive": self.exclusive,
+            "tables": {
+                name: {
+                    "files_before": self.files_before[name],
+                    "files_after": self.files_after[name],
+                    "vacuumed": self.vacuumed.get(name, 0),
+                    "freed_bytes": self.freed_bytes.get(name, 0),
+                    "kept_files": self.kept.get(name, (0, 0))[0],
+                    "kept_bytes": self.kept.get(name, (0, 0))[1],
+                }
+                for name in self.files_before
+            },
+        }
+
+
+def _sizes(store: Store, name: str, rels: list[str], fs: Any) -> int:
+    root = store.table_uri(name)
+    total = 0
+    for rel in rels:
+        with contextlib.suppress(OSError):
+            full = f"{root}/{rel}"
+            total += int(fs.size(full)) if fs is not None else Path(full).stat().st_size
+    return total
+
+
+def _vacuum(store: Store, name: str, retain_hours: int, fs: Any) -> tuple[int, int, int, int]:
+    """Vacuum one table: (files deleted, their bytes, files kept, their bytes)."""
+    dt = store.table(name)
+    kwargs: dict[str, Any] = dict(
+        retention_hours=retain_hours, enforce_retention_duration=False, full=True
+    )
+    doomed = [_relative(store, name, p) for p in dt.vacuum(dry_run=True, **kwargs)]
+    freed = _sizes(store, name, doomed, fs)
+    removed = dt.vacuum(dry_run=False, **kwargs)
+    referenced = {os.path.normpath(r) for r in _referenced(store, name)}
+    left = sorted(_data_files(fs, store.table_uri(name)) - referenced)
+    return len(removed), freed, len(left), _sizes(store, name, left, fs)
+
+
+def _relative(store: Store, name: str, path: str) -> str:
+    """A vacuumed file's path relative to the table (delta-rs lists them relative)."""
+    root = store.table_uri(name).rstrip("/") + "/"
+    return os.path.normpath(path.removeprefix(root))
+
+
+def _referenced(store: Store, name: str) -> list[str]:
+    actions = store.add_actions(name)
+    return actions.column("path").to_pylist() if actions.num_rows else []
 
 
 def compact(store: Store, *, retain_hours: int = 168) -> CompactReport:
     """Remove leftovers, merge small files per partition, vacuum old unreferenced files.
 
-    ``retain_hours`` (default one week) keeps files a reader or time-travel
-    query of that age may still need; never below one hour.
+    ``retain_hours`` (default one week) keeps unreferenced files a reader of an
+    older snapshot may still need: the files superseded by compaction or a
+    ``--force`` re-ingest, and those of failed commits. Below
+    :data:`MIN_SHARED_RETAIN_HOURS` the vacuum could delete the file of a
+    commit in progress, so it then waits for running ingests and compactions
+    of this machine and keeps new ones waiting (the ``writers`` lock, taken
+    exclusively) while it vacuums; queries running meanwhile on an older
+    snapshot may fail. On an object store, where locks are local to a machine,
+    the retention is raised to that minimum instead (``clamp`` says so).
     """
-    retain_hours = max(1, retain_hours)
+    if retain_hours < 0:
+        raise UsageError("--retain-hours must be >= 0")
+    clamp = None
+    applied = retain_hours
+    exclusive = retain_hours < MIN_SHARED_RETAIN_HOURS
+    if exclusive and store.remote:
+        applied, exclusive = MIN_SHARED_RETAIN_HOURS, False
+        clamp = (
+            f"retention raised from {retain_hours} h to {applied} h: on an object store an "
+            "ingest on another machine may be committing younger files"
+        )
     cleaned = cleanup(store)
     before: dict[str, int] = {}
     after: dict[str, int] = {}
+    for name in TABLES:
+        result = compact_table(store, name, max_files=1)
+        before[name], after[name] = result.files_before, result.files_after
+    fs = store.filesystem() if store.remote else None
     vacuumed: dict[str, int] = {}
+    freed: dict[str, int] = {}
+    kept: dict[str, tuple[int, int]] = {}
+    with store.lock("writers", shared=not exclusive):
+        for name in TABLES:
+            n, nbytes, k, kbytes = _vacuum(store, name, applied, fs)
+            vacuumed[name], freed[name], kept[name] = n, nbytes, (k, kbytes)
     for name in TABLES:
         dt = store.table(name)
-        before[name] = len(dt.file_uris())
-        if before[name] > 1:
-            dt.optimize.compact()
-            dt = store.table(name)
-        after[name] = len(dt.file_uris())
-        removed = dt.vacuum(
-            retention_hours=retain_hours, dry_run=False, enforce_retention_duration=False
-        )
-        vacuumed[name] = len(removed)
         dt.create_checkpoint()
         dt.cleanup_metadata()
     return CompactReport(
-        len(cleaned.orphan_ingests), cleaned.staging_removed, before, after, vacuumed
+        len(cleaned.orphan_ingests), cleaned.staging_removed, before, after, vacuumed,
+        freed, kept, applied, clamp, exclusive,
     )

@@ -156,11 +156,8 @@ def read_sidecar_labels(path: Path) -> dict[str, str]:
 
 
 def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
-    ds = store.table("runs").to_pyarrow_dataset()
-    table = ds.to_table(
-        filter=pc.field("run_id") == run_id, columns=["run_id", "ingest_id", "source_path"]
-    )
-    rows = table.to_pylist()
+    table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path"])
+    rows = table.filter(pc.field("run_id") == run_id).to_pylist()
     return rows[0] if rows else None
 
 
@@ -187,7 +184,8 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
         except OSError as exc:
             raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
         run_id = sha[:16]
-        with store.lock(f"run-{run_id}"):
+        # writers (shared): a `compact --retain-hours 0` (exclusive) waits for this ingest
+        with store.lock("writers", shared=True), store.lock(f"run-{run_id}"):
             existing = _existing_run(store, run_id)
             if existing is not None and not options.force:
                 result = FileResult(
