@@ -27,6 +27,9 @@
 --   user_annotation or Operator, positive duration, not a ProfilerStep) running on the
 --   event's thread (pid, tid) at its timestamp: an operator that starts at the event's time
 --   encloses it, one that ends then does not (the same rule as gpu_ops.op_name of a launch).
+--   Module: an allocation's module_path is that of the innermost nn.Module span open on
+--   its thread at its timestamp (module_segments of 55_modules.sql: the spans' names,
+--   outermost first, joined by '/'); NULL without module spans (record with_modules=True).
 --   Step: the ProfilerStep#N whose window [first start, last end) of its spans holds the
 --   event.
 --   Peak: the device's largest allocated level; its time is that of the first event reaching
@@ -57,7 +60,7 @@
 --            ts_ns, bytes, addr, free_seq, free_ts_ns, free_event_index (NULL: never freed
 --            within the trace), lifetime_ns (free_ts_ns - ts_ns; NULL when never freed),
 --            op_event_index, op_name, op_ts_ns, op_dur_ns (the innermost enclosing CPU
---            operator; NULL outside any), step, live_at_peak, age_at_peak_ns (the device's
+--            operator; NULL outside any), module_path, step, live_at_peak, age_at_peak_ns (the device's
 --            peak time - ts_ns; negative after the peak), peak_allocated_ts_ns,
 --            peak_allocated_bytes (the device's)
 --
@@ -72,23 +75,26 @@
 --            peak_live_allocations, peak_live_bytes (traced allocations live at the peak and
 --            their bytes), peak_before_trace_bytes (peak_allocated_bytes - peak_live_bytes),
 --            top_op_name, top_op_live_bytes (the operator whose allocations hold the most of
---            the peak), unpaired_frees, unpaired_freed_bytes (frees of memory allocated
+--            the peak), top_module_path, top_module_live_bytes (likewise per module path),
+--            unpaired_frees, unpaired_freed_bytes (frees of memory allocated
 --            before the trace), live_at_end_allocations, live_at_end_bytes (allocations
 --            never freed within the trace)
 --
--- memory_peak_holders(run)  (table macro)
---   grain: one row per (device, origin, op_name) holding memory at the device's peak;
---          origin 'traced' (live allocations made by op_name; NULL op_name: outside any
---          operator) or 'before_trace' (one row: the part of the peak allocated before the
---          trace began, op_name NULL).
---   columns: device_type, device_kind, device, device_name, origin, op_name, allocations,
+-- memory_peak_holders(run, level := 'op')  (table macro)
+--   grain: one row per (device, origin, module_path, op_name) holding memory at the
+--          device's peak (level 'module': per (device, origin, module_path), op_name NULL);
+--          origin 'traced' (live allocations made by op_name in module_path; NULL: outside
+--          any operator / module) or 'before_trace' (one row: the part of the peak
+--          allocated before the trace began, op_name and module_path NULL).
+--   columns: device_type, device_kind, device, device_name, origin, module_path, op_name,
+--            allocations,
 --            live_bytes, share_of_peak (live_bytes / peak_allocated_bytes), largest_bytes,
 --            rank (1 = the largest holder of the device)
 --
 -- memory_peak_allocations(run, n := 20)  (table macro)
 --   grain: one row per allocation live at its device's peak, the n largest per device.
 --   columns: device_type, device_kind, device, device_name, rank (1 = largest), event_index,
---            ts_ns, offset_ns (ts_ns - runs.start_ns), bytes, addr, op_name, step,
+--            ts_ns, offset_ns (ts_ns - runs.start_ns), bytes, addr, op_name, module_path, step,
 --            age_at_peak_ns (peak time - ts_ns), free_ts_ns, lifetime_ns (NULL: still live
 --            when the trace ends), peak_allocated_ts_ns
 --
@@ -280,6 +286,13 @@ w AS (
 st AS (
     SELECT al.event_index, CASE WHEN al.ts_ns < w.e THEN w.step END AS step
     FROM al ASOF LEFT JOIN w ON al.ts_ns >= w.s
+),
+-- the innermost nn.Module span open on the allocating thread (module_segments of 55_modules)
+md AS (
+    SELECT al.event_index, CASE WHEN al.ts_ns < g.end_ns THEN g.module_path END AS module_path
+    FROM al
+    ASOF LEFT JOIN module_segments(run) g
+        ON g.pid = al.pid AND g.tid = al.tid AND al.ts_ns >= g.start_ns
 )
 SELECT
     al.device_type, al.device_kind, al.device, al.device_name, al.seq, al.event_index,
@@ -288,6 +301,7 @@ SELECT
     al.pair_ts_ns - al.ts_ns AS lifetime_ns,
     ops.event_index AS op_event_index, ops.name AS op_name, ops.ts_ns AS op_ts_ns,
     ops.dur_ns AS op_dur_ns,
+    md.module_path,
     st.step,
     al.live AS live_at_peak,
     al.peak_ts - al.ts_ns AS age_at_peak_ns,
@@ -296,9 +310,10 @@ SELECT
 FROM al
 LEFT JOIN att ON att.event_index = al.event_index
 LEFT JOIN ops ON ops.event_index = att.op_index
-LEFT JOIN st ON st.event_index = al.event_index;
+LEFT JOIN st ON st.event_index = al.event_index
+LEFT JOIN md ON md.event_index = al.event_index;
 
-CREATE OR REPLACE MACRO memory_peak_holders(run) AS TABLE
+CREATE OR REPLACE MACRO memory_peak_holders(run, level := 'op') AS TABLE
 WITH al AS MATERIALIZED (
     SELECT * FROM memory_allocations(run, live_only := true)
 ),
@@ -309,15 +324,18 @@ devs AS (
     GROUP BY device_type, device_kind, device, device_name
 ),
 traced AS (
-    SELECT device_type, device_kind, device, device_name, 'traced' AS origin, op_name,
+    SELECT device_type, device_kind, device, device_name, 'traced' AS origin, module_path,
+           CASE WHEN level = 'module' THEN NULL ELSE op_name END AS op_name,
            count(*) AS allocations, sum(bytes) AS live_bytes, max(bytes) AS largest_bytes,
            any_value(peak_allocated_bytes) AS peak_allocated_bytes
     FROM al
-    GROUP BY device_type, device_kind, device, device_name, op_name
+    GROUP BY device_type, device_kind, device, device_name, module_path,
+             CASE WHEN level = 'module' THEN NULL ELSE op_name END
 ),
 before AS (
     SELECT d.device_type, d.device_kind, d.device, d.device_name, 'before_trace' AS origin,
-           CAST(NULL AS VARCHAR) AS op_name, CAST(NULL AS BIGINT) AS allocations,
+           CAST(NULL AS VARCHAR) AS module_path, CAST(NULL AS VARCHAR) AS op_name,
+           CAST(NULL AS BIGINT) AS allocations,
            d.peak_allocated_bytes - coalesce(
                (SELECT sum(t.live_bytes) FROM traced t
                 WHERE t.device_kind = d.device_kind AND t.device IS NOT DISTINCT FROM d.device),
@@ -331,13 +349,15 @@ u AS (
     SELECT * FROM before WHERE live_bytes <> 0
 )
 SELECT
-    device_type, device_kind, device, device_name, origin, op_name,
+    device_type, device_kind, device, device_name, origin, module_path, op_name,
     CAST(allocations AS BIGINT) AS allocations, CAST(live_bytes AS BIGINT) AS live_bytes,
     live_bytes / nullif(peak_allocated_bytes, 0) AS share_of_peak,
     CAST(largest_bytes AS BIGINT) AS largest_bytes,
     row_number() OVER (PARTITION BY device_kind, device
-                       ORDER BY live_bytes DESC, origin DESC, op_name NULLS LAST) AS rank
+                       ORDER BY live_bytes DESC, origin DESC, module_path NULLS LAST,
+                                op_name NULLS LAST) AS rank
 FROM u
+WHERE level IN ('op', 'module')
 ORDER BY peak_allocated_bytes DESC, device_kind, device, rank;
 
 CREATE OR REPLACE MACRO memory_summary(run) AS TABLE
@@ -369,20 +389,27 @@ dev AS (
     FROM ev
     GROUP BY device_type, device_kind, device, device_name
 ),
+lv AS MATERIALIZED (
+    SELECT device_kind, device, bytes, op_name, module_path
+    FROM memory_allocations(run, live_only := true)
+),
 live AS (
-    SELECT d.device_kind, d.device, count(*) AS n, sum(e.bytes) AS b
-    FROM ev e
-    JOIN dev d ON d.device_kind = e.device_kind AND d.device IS NOT DISTINCT FROM e.device
-    WHERE e.kind = 'alloc' AND e.seq <= d.peak_seq
-      AND (e.pair_seq IS NULL OR e.pair_seq > d.peak_seq)
-    GROUP BY d.device_kind, d.device
+    SELECT device_kind, device, count(*) AS n, sum(bytes) AS b FROM lv GROUP BY device_kind, device
 ),
 top AS (
     SELECT device_kind, device,
            first(op_name ORDER BY live_bytes DESC, op_name) AS op_name,
            max(live_bytes) AS live_bytes
-    FROM memory_peak_holders(run)
-    WHERE origin = 'traced' AND op_name IS NOT NULL
+    FROM (SELECT device_kind, device, op_name, sum(bytes) AS live_bytes
+          FROM lv WHERE op_name IS NOT NULL GROUP BY device_kind, device, op_name)
+    GROUP BY device_kind, device
+),
+topm AS (
+    SELECT device_kind, device,
+           first(module_path ORDER BY live_bytes DESC, module_path) AS module_path,
+           max(live_bytes) AS live_bytes
+    FROM (SELECT device_kind, device, module_path, sum(bytes) AS live_bytes
+          FROM lv WHERE module_path IS NOT NULL GROUP BY device_kind, device, module_path)
     GROUP BY device_kind, device
 ),
 r AS (
@@ -398,11 +425,13 @@ SELECT
     CAST(coalesce(live.b, 0) AS BIGINT) AS peak_live_bytes,
     CAST(dev.peak_allocated_bytes - coalesce(live.b, 0) AS BIGINT) AS peak_before_trace_bytes,
     top.op_name AS top_op_name, CAST(top.live_bytes AS BIGINT) AS top_op_live_bytes,
+    topm.module_path AS top_module_path, CAST(topm.live_bytes AS BIGINT) AS top_module_live_bytes,
     dev.unpaired_frees, dev.unpaired_freed_bytes, dev.live_at_end_allocations,
     dev.live_at_end_bytes
 FROM dev
 LEFT JOIN live ON live.device_kind = dev.device_kind AND live.device IS NOT DISTINCT FROM dev.device
 LEFT JOIN top ON top.device_kind = dev.device_kind AND top.device IS NOT DISTINCT FROM dev.device
+LEFT JOIN topm ON topm.device_kind = dev.device_kind AND topm.device IS NOT DISTINCT FROM dev.device
 ORDER BY dev.peak_allocated_bytes DESC, dev.device_kind, dev.device;
 
 CREATE OR REPLACE MACRO memory_peak_allocations(run, n := 20) AS TABLE
@@ -414,7 +443,8 @@ WITH live AS (
 SELECT
     device_type, device_kind, device, device_name, rank, event_index, ts_ns,
     ts_ns - (SELECT start_ns FROM runs WHERE run_id = run) AS offset_ns,
-    bytes, addr, op_name, step, age_at_peak_ns, free_ts_ns, lifetime_ns, peak_allocated_ts_ns
+    bytes, addr, op_name, module_path, step, age_at_peak_ns, free_ts_ns, lifetime_ns,
+    peak_allocated_ts_ns
 FROM live
 WHERE rank <= n
 ORDER BY peak_allocated_bytes DESC, device_kind, device, rank;

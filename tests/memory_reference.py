@@ -4,7 +4,8 @@ It reads a Kineto trace with :mod:`json` (timestamps kept exact through ``Decima
 computes, with loops and dicts, what ``sql/65_memory.sql`` computes with window
 functions and ASOF joins: per device the peak and its live set, frees paired with
 allocations by address, each allocation's innermost enclosing CPU operator (with a
-stack per thread instead of the SQL's depth sweep), and per ProfilerStep the peak.
+stack per thread instead of the SQL's depth sweep) and its module path (every
+``nn.Module`` span open on the thread, by brute force), and per ProfilerStep the peak.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 OP_CATS = ("cpu_op", "user_annotation", "Operator")
+MODULE_PREFIX = "nn.Module: "
 DEVICE_KINDS = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia"}
 
 
@@ -42,6 +44,7 @@ class Mem:
     pair: Mem | None = None
     op: str | None = None
     op_index: int | None = None
+    module: str | None = None
 
 
 @dataclass
@@ -116,6 +119,7 @@ def reference(path: Path) -> Reference:
     base = int(doc.get("baseTimeNanoseconds") or 0)
     by_dev: dict[tuple[int, int], list[Mem]] = defaultdict(list)
     ops: dict[tuple[int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
+    modules: dict[tuple[int, int], list[tuple[int, int, str]]] = defaultdict(list)
     steps: dict[int, tuple[int, int, int]] = {}
     start: int | None = None
     for i, e in enumerate(doc["traceEvents"]):
@@ -146,6 +150,9 @@ def reference(path: Path) -> Reference:
             elif (e.get("cat") in OP_CATS and dur > 0 and isinstance(e.get("pid"), int)
                   and isinstance(e.get("tid"), int)):
                 ops[(e["pid"], e["tid"])].append((ts, ts + dur, i, name))
+            elif (e.get("cat") == "python_function" and name.startswith(MODULE_PREFIX) and dur > 0
+                  and isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int)):
+                modules[(e["pid"], e["tid"])].append((ts, ts + dur, name[len(MODULE_PREFIX):]))
     devices: dict[str, Device] = {}
     for key, evs in by_dev.items():
         evs.sort(key=lambda m: (m.ts, m.index))
@@ -166,6 +173,12 @@ def reference(path: Path) -> Reference:
         dev = Device(key, evs)
         devices[dev.name] = dev
     _attribute(devices, ops)
+    for dev in devices.values():
+        for a in dev.allocs:
+            # every nn.Module span open on the thread at the allocation, outermost first
+            spans = sorted((m for m in modules.get((a.pid, a.tid), []) if m[0] <= a.ts < m[1]),
+                           key=lambda m: (m[0], -m[1]))
+            a.module = "/".join(m[2] for m in spans) if spans else None
     return Reference(start or 0, devices, {n: (s, e) for n, (s, e, _) in steps.items()})
 
 

@@ -89,16 +89,20 @@ def test_every_allocation_paired_and_attributed_as_plain_json(
     run_id, ref = _get(wh, loaded, shared_traces, name)
     got = wh.sql("SELECT * FROM memory_allocations(?)", [run_id])
     rows = {r["event_index"]: r for r in got.iter_rows(named=True)}
-    n_ops = 0
+    n_ops = n_modules = 0
     for dev in ref.devices.values():
         for a in dev.allocs:
             r = rows.pop(a.index)
             assert (r["op_name"], r["op_event_index"]) == (a.op, a.op_index), a.index
+            assert r["module_path"] == a.module, a.index
+            n_modules += a.module is not None
             assert r["free_event_index"] == (a.pair.index if a.pair else None), a.index
             assert r["lifetime_ns"] == (a.pair.ts - a.ts if a.pair else None)
             n_ops += a.op is not None
     assert not rows
     assert n_ops > 0.9 * got.height  # nearly every allocation happens inside an operator
+    if name.startswith("tracelens__h100") or name.startswith("tracelens__mi300"):
+        assert n_modules > 0.5 * got.height  # traces recorded with module spans
 
 
 @pytest.mark.parametrize("name", TRACES)
@@ -107,16 +111,24 @@ def test_peak_holders_and_largest_live_allocations(
 ) -> None:
     run_id, ref = _get(wh, loaded, shared_traces, name)
     holders = wh.memory(run_id, view="peak", top=10_000)
+    modules = wh.memory(run_id, view="modules", top=10_000)
     largest = wh.memory(run_id, view="allocations", top=5)
     for dev_name, dev in ref.devices.items():
         peak = dev.peak
         live = dev.live_at(peak.seq)
-        by_op: dict[str | None, int] = defaultdict(int)
+        by_op: dict[tuple[str | None, str | None], int] = defaultdict(int)
+        by_module: dict[str | None, int] = defaultdict(int)
         for a in live:
-            by_op[a.op] += a.nbytes
+            by_op[(a.module, a.op)] += a.nbytes
+            by_module[a.module] += a.nbytes
         mine = holders.filter(holders["device_name"] == dev_name)
-        traced = {r["op_name"]: r["live_bytes"] for r in mine.iter_rows(named=True) if r["origin"] == "traced"}
+        traced = {(r["module_path"], r["op_name"]): r["live_bytes"]
+                  for r in mine.iter_rows(named=True) if r["origin"] == "traced"}
         assert traced == dict(by_op)
+        mods = modules.filter(modules["device_name"] == dev_name)
+        assert {r["module_path"]: r["live_bytes"] for r in mods.iter_rows(named=True)
+                if r["origin"] == "traced"} == dict(by_module)
+        assert mods["live_bytes"].sum() == peak.allocated
         assert mine["live_bytes"].sum() == peak.allocated
         top = sorted(live, key=lambda a: (-a.nbytes, a.seq))[:5]
         rows = largest.filter(largest["device_name"] == dev_name)

@@ -67,7 +67,8 @@ def test_section_text_and_tables(leaky: tuple[Warehouse, str, Path]) -> None:
     assert "cuda:0 peaks at" in sec.text and "Leak suspect on cuda:0" in sec.text and "32.00 MB per step" in sec.text
     assert "2.00 GB of it was allocated before the trace" in sec.text
     titles = [t.title for t in sec.tables]
-    assert titles == ["Memory per device", "Who holds the peak (live allocations by CPU operator)", "Per step"]
+    assert titles == ["Memory per device", "Who holds the peak (live allocations by module and CPU operator)",
+                      "Per step"]
     holders = sec.tables[1].frame
     assert "aten::clone" in holders["operator"].to_list()
     assert sec.tables[2].frame.height == 4

@@ -200,3 +200,30 @@ def test_other_instants_and_runs_are_ignored_and_empty_runs_give_no_rows() -> No
                   "memory_peak_allocations", "memory_steps", "memory_leak_check", "memory_timeline"):
         assert query(con, f"SELECT * FROM {macro}(?)", ["nope"]).is_empty(), macro
     assert warehouse().execute("SELECT * FROM run_memory").fetchall() == []
+
+
+MODULES = [
+    {"event_index": 50, "pid": 1, "tid": 1, "ts_ns": 5, "dur_ns": 60, "name": "Net_0",
+     "module_path": "Net_0", "depth": 1, "parent_event_index": None},
+    {"event_index": 51, "pid": 1, "tid": 1, "ts_ns": 18, "dur_ns": 10, "name": "Linear_1",
+     "module_path": "Net_0/Linear_1", "depth": 2, "parent_event_index": 50},
+]  # fmt: skip
+
+
+def test_module_of_each_allocation_and_holders_by_module() -> None:
+    con = warehouse(instants=MEM, events=OPS, module_spans=MODULES)
+    got = {r["event_index"]: r["module_path"] for r in _rows(con, "SELECT * FROM memory_allocations(?)")}
+    # t=10 and t=40 inside Net_0 only, t=20 inside Linear_1, t=70 on another thread
+    assert got == {100: "Net_0", 101: "Net_0/Linear_1", 103: "Net_0", 106: None}
+    ops = _rows(con, "SELECT * FROM memory_peak_holders(?)")
+    assert [(r["origin"], r["module_path"], r["op_name"], r["live_bytes"]) for r in ops] == [
+        ("before_trace", None, None, 100), ("traced", "Net_0", "outer", 60),
+        ("traced", "Net_0/Linear_1", "inner", 30)]
+    mods = _rows(con, "SELECT * FROM memory_peak_holders(?, level := 'module')")
+    assert [(r["module_path"], r["op_name"], r["live_bytes"]) for r in mods] == [
+        (None, None, 100), ("Net_0", None, 60), ("Net_0/Linear_1", None, 30)]
+    (s,) = _rows(con, "SELECT * FROM memory_summary(?)")
+    assert (s["top_module_path"], s["top_module_live_bytes"]) == ("Net_0", 60)
+    (top,) = _rows(con, "SELECT * FROM memory_peak_allocations(?, n := 1)")
+    assert top["module_path"] == "Net_0"
+    assert query(con, "SELECT * FROM memory_peak_holders(?, level := 'nope')", [RUN]).is_empty()

@@ -26,13 +26,14 @@ if TYPE_CHECKING:
 VIEWS: dict[str, str] = {
     "summary": "memory_summary",
     "peak": "memory_peak_holders",
+    "modules": "memory_peak_holders",
     "allocations": "memory_peak_allocations",
     "steps": "memory_steps",
     "leaks": "memory_leak_check",
     "timeline": "memory_timeline",
 }
 #: Views whose rows are ranked per device (``top`` keeps the N largest of each device).
-RANKED: frozenset[str] = frozenset({"peak", "allocations"})
+RANKED: frozenset[str] = frozenset({"peak", "modules", "allocations"})
 #: Rows per device of a ranked view when no ``top`` is given.
 DEFAULT_TOP = 20
 #: DuckDB memory limit of a memory query (bytes); DuckDB spills beyond it, and a query that
@@ -103,8 +104,9 @@ def memory(
         A run selector.
     view
         ``summary`` (one row per device: peak allocated and reserved, when, counts, what
-        the peak is made of), ``peak`` (the live set at each device's peak by CPU operator,
-        plus the memory allocated before the trace), ``allocations`` (the largest
+        the peak is made of), ``peak`` (the live set at each device's peak by module path
+        and CPU operator, plus the memory allocated before the trace), ``modules`` (the
+        same by module path alone), ``allocations`` (the largest
         allocations live at the peak, with operator, size, age and lifetime), ``steps``
         (per ProfilerStep: opening, peak and closing allocated, growth), ``leaks`` (per
         device: does the per-step peak rise steadily?) or ``timeline`` (allocated and
@@ -112,7 +114,8 @@ def memory(
     device
         Keep only these devices (see :class:`DeviceFilter`).
     top
-        ``peak`` and ``allocations``: the N largest per device (default 20); other views:
+        ``peak``, ``modules`` and ``allocations``: the N largest per device (default 20);
+        other views:
         the N first rows (default all).
     buckets
         Time buckets of the ``timeline`` view.
@@ -144,8 +147,10 @@ def memory(
     if buckets < 1:
         raise UsageError("buckets must be at least 1")
     dev = parse_device(device)
-    params: dict[str, int] = {}
-    if view == "allocations":
+    params: dict[str, int | str] = {}
+    if view == "modules":
+        params["level"] = "module"
+    elif view == "allocations":
         params["n"] = top or DEFAULT_TOP
     elif view == "timeline":
         params["buckets"] = buckets
@@ -156,15 +161,17 @@ def memory(
             names = ", ".join(sorted(set(df["device_name"].drop_nulls().to_list())))
             raise UsageError(f"--device {device!r} matches no device of this view (devices: {names})")
         df = kept
-    if view == "peak":
+    if view in ("peak", "modules"):
         df = df.filter(pl.col("rank") <= (top or DEFAULT_TOP))
+        if view == "modules":
+            df = df.drop("op_name")
     elif view not in RANKED and top is not None:
         df = df.head(top)
     return df
 
 
 def _macro(
-    wh: Warehouse, name: str, run: str, params: dict[str, int], *, memory_limit: int
+    wh: Warehouse, name: str, run: str, params: dict[str, int | str], *, memory_limit: int
 ) -> pl.DataFrame:
     """``SELECT * FROM name(run_id, ...)`` over the run's partition, under ``memory_limit``."""
     ref = wh.resolve_run(run)

@@ -13,7 +13,8 @@ from tracewh.memory import VIEWS
 
 _TITLES = {
     "summary": "memory per device",
-    "peak": "who holds the peak (live allocations by CPU operator)",
+    "peak": "who holds the peak (live allocations by module and CPU operator)",
+    "modules": "who holds the peak (live allocations by module)",
     "allocations": "largest allocations live at the peak",
     "steps": "memory per step",
     "leaks": "per-step peak growth (leak check)",
@@ -32,15 +33,16 @@ def memory(
     run: str = run_option(),
     device: str | None = typer.Option(None, "--device", "-d", help="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0."),
     view: str = typer.Option("summary", "--view", help=f"{', '.join(VIEWS)}."),
-    top: int | None = typer.Option(None, "--top", "-n", help="peak, allocations: the N largest per device (default 20); other views: the N first rows."),
+    top: int | None = typer.Option(None, "--top", "-n", help="peak, modules, allocations: the N largest per device (default 20); other views: the N first rows."),
     buckets: int = typer.Option(1000, "--buckets", help="Time buckets of --view timeline."),
     fmt: str = format_option(),
     out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result to FILE (.csv, .json or .parquet)."),
 ) -> None:
     """Device memory from profile_memory events: peak allocated/reserved per device and who holds it.
 
-    Views: summary (one row per device), peak (the live set at the peak by CPU operator,
-    plus memory allocated before the trace), allocations (the largest allocations live at
+    Views: summary (one row per device), peak (the live set at the peak by module and CPU
+    operator, plus memory allocated before the trace), modules (the same by module),
+    allocations (the largest allocations live at
     the peak), steps (per ProfilerStep), leaks (does the per-step peak rise steadily?),
     timeline (allocated and reserved over time).
 

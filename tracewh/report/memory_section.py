@@ -127,6 +127,8 @@ def _sentences(data: MemoryData) -> str:
             text += f"; {_amount(dev['peak_before_trace_bytes'])} of it was allocated before the trace"
         if dev["top_op_name"]:
             text += f"; {dev['top_op_name']} holds the most of the rest ({_amount(dev['top_op_live_bytes'])})"
+        if dev.get("top_module_path"):
+            text += f", module {dev['top_module_path']} ({_amount(dev['top_module_live_bytes'])})"
         parts.append(text + ".")
     for leak in data.leaks.iter_rows(named=True):
         if leak["leak_suspect"]:
@@ -148,8 +150,9 @@ def memory_section(data: MemoryData | None, *, prefix: str = "") -> Section:
         Column("allocations", "allocations"), Column("allocated_bytes", "allocated in total", "mb"),
         Column("live_at_end_bytes", "never freed", "mb"),
     ], limit=None)
-    holders = table("Who holds the peak (live allocations by CPU operator)", data.holders, [
-        Column("device_name", "device"), Column("origin", "origin"), Column("op_name", "operator"),
+    holders = table("Who holds the peak (live allocations by module and CPU operator)", data.holders, [
+        Column("device_name", "device"), Column("origin", "origin"), Column("module_path", "module"),
+        Column("op_name", "operator"),
         Column("allocations", "allocations"), Column("live_bytes", "live", "mb"),
         Column("share_of_peak", "share of the peak", "ratio_pct"), Column("largest_bytes", "largest", "mb"),
     ], limit=None)
