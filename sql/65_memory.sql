@@ -23,10 +23,11 @@
 --   Allocated minus its Bytes) is memory allocated before the trace began; at the peak, the
 --   part of the peak not held by a traced allocation (peak allocated minus the live traced
 --   allocations) is still that memory.
---   Operator: an allocation's op is the innermost CPU operator (cat cpu_op,
---   user_annotation or Operator, positive duration, not a ProfilerStep) running on the
---   event's thread (pid, tid) at its timestamp: an operator that starts at the event's time
---   encloses it, one that ends then does not (the same rule as gpu_ops.op_name of a launch).
+--   Operator: an allocation's op is the innermost CPU operator (cat cpu_op, legacy Operator;
+--   positive duration) running on the event's thread (pid, tid) at its timestamp: an
+--   operator that starts at the event's time encloses it, one that ends then does not (the
+--   rule of gpu_ops.op_name for a launch); record_function annotations (user_annotation,
+--   ProfilerStep#N) are not operators.
 --   Module: an allocation's module_path is that of the innermost nn.Module span open on
 --   its thread at its timestamp (module_segments of 55_modules.sql: the spans' names,
 --   outermost first, joined by '/'); NULL without module spans (record with_modules=True).
@@ -233,9 +234,8 @@ pts AS MATERIALIZED (
 ops0 AS (
     SELECT event_index, name, pid, tid, ts_ns, dur_ns, ts_ns + dur_ns AS end_ns
     FROM events
-    WHERE run_id = run AND cat IN ('cpu_op', 'user_annotation', 'Operator')
+    WHERE run_id = run AND cat IN ('cpu_op', 'Operator')
       AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
-      AND name NOT LIKE 'ProfilerStep#%'
 ),
 -- only the operators that enclose an allocation can be one's innermost operator; they are
 -- closed under "encloses" (an op's ancestors enclose what it encloses), so their nesting

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-OP_CATS = ("cpu_op", "user_annotation", "Operator")
+OP_CATS = ("cpu_op", "Operator")
 MODULE_PREFIX = "nn.Module: "
 DEVICE_KINDS = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia"}
 

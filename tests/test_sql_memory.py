@@ -37,7 +37,8 @@ OPS = [
     _op(1, "outer", 10, 100),          # [10, 110)
     _op(2, "inner", 15, 10),           # [15, 25): encloses t=20
     _op(3, "ends_at_40", 35, 5),       # [35, 40): does not enclose t=40
-    _op(4, "ProfilerStep#1", 0, 200, cat="user_annotation"),  # never an operator
+    _op(4, "ProfilerStep#1", 0, 200, cat="user_annotation"),  # annotations are not operators
+    _op(5, "my_region", 65, 10, tid=2, cat="user_annotation"),
 ]
 
 
@@ -80,7 +81,7 @@ def test_allocations_attribution_and_lifetime() -> None:
     assert got[100]["op_name"] == "outer"  # an op starting at the event's time encloses it
     assert got[101]["op_name"] == "inner"  # innermost
     assert got[103]["op_name"] == "outer"  # ends_at_40 ended at t=40: not enclosing
-    assert got[106]["op_name"] is None  # other thread
+    assert got[106]["op_name"] is None  # inside an annotation only: not an operator
     assert (got[100]["free_ts_ns"], got[100]["lifetime_ns"], got[100]["free_seq"]) == (30, 20, 3)
     assert got[101]["free_ts_ns"] is None and got[101]["lifetime_ns"] is None
     assert got[101]["op_event_index"] == 2 and got[101]["op_ts_ns"] == 15 and got[101]["op_dur_ns"] == 10
