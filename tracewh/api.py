@@ -11,7 +11,6 @@ Example
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from tracewh import alerts as _alerts
 from tracewh import history as _hist
 from tracewh import memory as _mem
 from tracewh.db import connect_tables
@@ -32,24 +32,12 @@ from tracewh.errors import (
 from tracewh.ingest.batch import Executor, IngestReport, ingest_paths
 from tracewh.ingest.maintenance import CompactReport, VerifyReport, compact, verify
 from tracewh.ingest.pipeline import FileResult, IngestOptions
+from tracewh.runsel import RunRef, where_clause
 from tracewh.schema import TABLES
 from tracewh.store import Store
 
-#: Run fields a ``KEY=VALUE`` selector may name (besides labels).
-_RUN_FIELDS = (
-    "run_id", "day", "host", "rank", "world_size", "device_name", "backend", "job",
-    "file_name", "source_path", "trace_name", "trace_id", "dist_backend", "sha256",
-)
+__all__ = ["RunRef", "Warehouse"]
 
-
-@dataclass(frozen=True)
-class RunRef:
-    """A resolved run: its id, partition day and job."""
-
-    run_id: str
-    day: Any
-    job: str | None
-    rank: int | None
 
 
 class Warehouse:
@@ -211,13 +199,48 @@ class Warehouse:
         return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
-        """Every visible run (newest first), optionally filtered by labels/fields."""
-        clauses, params = _where(where or {})
-        return self._runs_query(
+        """Every visible run (newest first), optionally filtered by labels/fields.
+
+        Besides the ``runs`` columns: ``workload`` (the labels that name it, or ``fp:...``
+        from the trace's fingerprint; see :mod:`tracewh.analysis.workload`),
+        ``workload_by`` (``labels`` | ``fingerprint`` | ``none``), ``unusable`` (why the
+        run stays out of baselines, see :mod:`tracewh.analysis.health`; NULL when usable).
+        """
+        clauses, params = where_clause(where or {})
+        df = self._runs_query(
             f"SELECT * EXCLUDE (metadata_json) FROM runs WHERE {clauses} "
             "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
             params,
         )
+        rs = _alerts.run_set(self, include_unusable=True)
+        extra = rs.runs.select("run_id", "workload", "workload_by").join(
+            rs.excluded.rename({"reasons": "unusable"}), on="run_id", how="left"
+        )
+        return df.join(extra, on="run_id", how="left", maintain_order="left")
+
+    def run_table(self) -> pl.DataFrame:
+        """Every visible run (all ``runs`` columns but ``metadata_json``) with ``minhash``.
+
+        ``minhash`` is the run's fingerprint signature (``fingerprints`` table; NULL for a
+        run ingested before fingerprints existed).
+        """
+        self.store.require()
+        files = {
+            "runs": self.store.table("runs").file_uris(),
+            "fingerprints": self.store.table("fingerprints").file_uris(),
+        }
+        if not files["runs"]:
+            raise EmptyWarehouseError(self.root)
+        con = self._connect_files(files)
+        try:
+            return _run(
+                con,
+                "SELECT r.* EXCLUDE (metadata_json), f.minhash FROM runs r "
+                "LEFT JOIN fingerprints f USING (run_id)",
+                None,
+            )
+        finally:
+            con.close()
 
     # ------------------------------------------------------------- selectors
     def resolve_run(self, selector: str = "latest") -> RunRef:
@@ -231,7 +254,7 @@ class Warehouse:
         if "=" in sel:
             key, _, value = sel.partition("=")
             where[key.strip()] = value.strip()
-        clauses, params = _where(where)
+        clauses, params = where_clause(where)
         df = self._runs_query(
             f"SELECT run_id, day, job, rank FROM runs WHERE {clauses} "
             "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
@@ -446,6 +469,61 @@ class Warehouse:
         """
         return _hist.history(self, kernel=kernel, category=category, since=since, where=where)
 
+    def changes(
+        self,
+        *,
+        since: str | date | None = "90d",
+        kernel: str | None = None,
+        category: str | None = None,
+        module: str | None = None,
+        where: Mapping[str, str] | None = None,
+        alpha: float = _alerts.DEFAULT_ALPHA,
+        min_change: float = 0.0,
+        min_ms: float = 0.1,
+        floor_ms: float = 0.01,
+        keys: Sequence[str] = _alerts.DEFAULT_KEYS,
+        include_unusable: bool = False,
+    ) -> _alerts.ChangesReport:
+        """Change points over the whole history of every comparable series.
+
+        Each series is one metric (step time, GPU idle fraction, each category, each kernel
+        key and top-level module, per step) over the comparable runs of one workload,
+        device, backend, rank and world size, oldest first. Change points come from
+        E-divisive means with a t-test corrected for the search, the runs' own step spread
+        as the noise floor (:mod:`tracewh.analysis.changepoint`); changes starting at the
+        same job instance form one alert group. Runs unusable for comparison
+        (:mod:`tracewh.analysis.health`) are left out unless ``include_unusable``.
+
+        Parameters
+        ----------
+        since
+            ``90d``, ``12w`` or a date (None: all history).
+        kernel, category, module
+            Analyse only the ops matching a kernel pattern, of a category, or under a
+            module path (at most one).
+        where
+            Labels or run fields the runs must have.
+        alpha
+            Significance of a change (family-wise per split, default 1%).
+        min_change
+            Smallest relative change reported (0.02 = 2%).
+        min_ms
+            Time series whose values stay under this many ms per step are not analysed.
+        floor_ms
+            Smallest absolute change reported, ms per step.
+        keys
+            Labels that name a workload.
+
+        Examples
+        --------
+        >>> Warehouse("wh").changes(since="90d", category="gemm").to_dicts()  # doctest: +SKIP
+        """
+        return _alerts.changes(
+            self, since=since, kernel=kernel, category=category, module=module, where=where,
+            alpha=alpha, min_change=min_change, min_ms=min_ms, floor_ms=floor_ms, keys=keys,
+            include_unusable=include_unusable,
+        )  # fmt: skip
+
     def check(
         self,
         run: str = "latest",
@@ -507,22 +585,3 @@ def _run(
 def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise UsageError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
-
-
-def _where(where: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
-    """SQL condition (and its parameters) matching runs whose label or field ``key`` is ``value``.
-
-    A key names a label (``labels_json``) or one of the run fields in
-    ``_RUN_FIELDS``; values compare as text.
-    """
-    clauses = ["true"]
-    params: dict[str, Any] = {}
-    for i, (key, value) in enumerate(where.items()):
-        params[f"p{i}"] = '$."' + key.replace('"', '\\"') + '"'
-        params[f"v{i}"] = value
-        label = f"json_extract_string(labels_json, $p{i}) = $v{i}"
-        if key in _RUN_FIELDS:
-            clauses.append(f"(CAST({key} AS VARCHAR) = $v{i} OR {label})")
-        else:
-            clauses.append(f"coalesce({label}, false)")
-    return " AND ".join(clauses), params

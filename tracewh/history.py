@@ -20,14 +20,12 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from tracewh.errors import UsageError
-
-if TYPE_CHECKING:
-    from tracewh.api import Warehouse
+from tracewh.runsel import Source, where_clause
 
 #: Grouping levels of a diff.
 LEVELS = ("kernel", "short_name", "category")
@@ -109,7 +107,7 @@ def _check_level(level: str) -> None:
 
 
 def diff(
-    wh: Warehouse, a: str, b: str, *, level: str = "kernel", tolerance: float = 0.05
+    wh: Source, a: str, b: str, *, level: str = "kernel", tolerance: float = 0.05
 ) -> pl.DataFrame:
     """Per-group comparison of runs ``a`` and ``b`` (``run_diff``), by absolute impact.
 
@@ -126,7 +124,7 @@ def diff(
     )
 
 
-def compare(wh: Warehouse, a: str, b: str) -> pl.DataFrame:
+def compare(wh: Source, a: str, b: str) -> pl.DataFrame:
     """Run-level metrics of runs ``a`` and ``b`` side by side (``run_compare``)."""
     ra, rb = wh.resolve_run(a), wh.resolve_run(b)
     return wh.sql(
@@ -136,7 +134,7 @@ def compare(wh: Warehouse, a: str, b: str) -> pl.DataFrame:
 
 
 def history(
-    wh: Warehouse,
+    wh: Source,
     *,
     kernel: str | None = None,
     category: str | None = None,
@@ -148,10 +146,8 @@ def history(
 
     See :meth:`tracewh.api.Warehouse.history`.
     """
-    from tracewh.api import _where  # the one definition of KEY=VALUE run filters
-
     first = parse_since(since, today=today) if since is not None else None
-    clauses, params = _where(where or {})
+    clauses, params = where_clause(where or {})
     # a run's child rows lie in its own day partition: the partitions before `first` hold
     # no row of a run metric_history keeps, so the connection leaves them out
     return wh.sql(
@@ -291,7 +287,7 @@ ORDER BY r.rank NULLS FIRST, b.target_run_id, b.age
 
 
 def check(
-    wh: Warehouse,
+    wh: Source,
     run: str = "latest",
     *,
     baseline: int = 7,

@@ -269,6 +269,21 @@ FLOW_ARGS = pa.schema(
     ]
 )
 
+#: A run's workload fingerprint: a MinHash signature of the set of its kernels' keys and of
+#: its CPU operators with their input shapes (see ``sql/ingest/29_out_fingerprints.sql``).
+#: Two runs' Jaccard similarity is about the share of equal signature slots.
+FINGERPRINTS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("source", pa.string()),  # gpu (kernels + launching operators) | cpu (operators)
+        pa.field("tokens", pa.int64()),  # distinct tokens hashed
+        pa.field("minhash", pa.list_(pa.int64())),  # MINHASH_SLOTS minima, one per salted md5
+    ]
+)
+
+#: Slots of a fingerprint's MinHash signature.
+MINHASH_SLOTS = 128
+
 THREADS = pa.schema(
     [
         *_RUN_KEY,
@@ -331,13 +346,14 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("python", PYTHON, ("day",), "one row per python_function event"),
         TableSpec("module_spans", MODULE_SPANS, ("day",), "one row per nn.Module span"),
         TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
+        TableSpec("fingerprints", FINGERPRINTS, ("day",), "one row per run: its workload fingerprint"),
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
     )
 }
 
 #: Tables added after warehouses were first written: one written before gets them (empty)
 #: the next time it is opened (:meth:`tracewh.store.Store.require`).
-ADDED_TABLES: tuple[str, ...] = ("flow_args", "module_spans")
+ADDED_TABLES: tuple[str, ...] = ("flow_args", "module_spans", "fingerprints")
 
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)

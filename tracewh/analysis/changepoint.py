@@ -307,12 +307,22 @@ def _prescreen(ser: _Series, n: int, prm: _Params) -> bool:
         return True
     pairs = len(pos) * n // 2
     z = _z_crit(prm.alpha / pairs)
-    tt, kk = np.meshgrid(taus, np.arange(1, n, dtype=np.int64), indexing="ij")
-    keep = kk - tt >= prm.min_size
+    # every (tau, kappa) with kappa - tau >= min_size, kappa < n, by broadcasting
+    tt = taus[:, None]
+    kk = np.arange(1, n, dtype=np.int64)[None, :]
+    n1 = tt.astype(np.float64)
+    n2 = (kk - tt).astype(np.float64)
+    keep = n2 >= prm.min_size
     if not keep.any():
         return False
-    t = np.where(keep, _t_stats(ser, 0, tt, np.where(keep, kk, n)), 0.0)
-    best_per_end = t.max(axis=0)  # df = kappa - 2 depends on the end only
+    s1, s2 = ser.s1, ser.s2
+    left, right = s1[tt], s1[kk] - s1[tt]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sse = (s2[tt] - left * left / n1) + (s2[kk] - s2[tt] - right * right / n2)
+        var = np.maximum(sse / (n1 + n2 - 2.0), np.maximum(ser.nv[kk] / (n1 + n2), ser.floor))
+        t2 = (right / n2 - left / n1) ** 2 / (var * (1.0 / n1 + 1.0 / n2))
+    t2 = np.where(keep, t2, 0.0)
+    best_per_end = np.sqrt(np.nan_to_num(t2, nan=0.0).max(axis=0))  # df = kappa - 2
     for j in np.flatnonzero(best_per_end >= z):
         if student_t_sf2(float(best_per_end[j]), float(j + 1 - 2)) * pairs <= prm.alpha:
             return True

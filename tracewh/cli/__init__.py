@@ -12,6 +12,7 @@ from tracewh.cli import (
     analysis_cmds,
     attribution_cmds,
     capture_cmd,
+    changes_cmds,
     history_cmds,
     ingest_cmds,
     memory_cmd,
@@ -21,8 +22,8 @@ from tracewh.cli import (
 from tracewh.cli.common import app
 
 __all__ = [
-    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "history_cmds", "ingest_cmds",
-    "memory_cmd", "report_cmds", "synth_cmd",
+    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "history_cmds",
+    "ingest_cmds", "memory_cmd", "report_cmds", "synth_cmd",
 ]
 
 

@@ -41,7 +41,7 @@ _RETRIES = 20
 # (at 1.5M, a 1 GB trace's instants peaked ~50 MB higher and events were written slower)
 _ROW_GROUP_CELLS = 500_000
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.string(): "VARCHAR", pa.float64(): "DOUBLE",
-              pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN"}
+              pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN", pa.list_(pa.int64()): "BIGINT[]"}
 
 
 def _select_list(table: str) -> str:

@@ -43,6 +43,7 @@ from tracewh.store import DuplicateRunError, Store
 INGEST_SQL = SQL_DIR / "ingest"
 T = TypeVar("T")
 NAMES_SQL = SQL_DIR / "05_names.sql"
+KEY_SQL = SQL_DIR / "06_kernel_key.sql"
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
 
@@ -57,6 +58,7 @@ _OUT_TABLES = (
     ("python", "26_out_python.sql"),
     ("module_spans", "29_out_module_spans.sql"),
     ("threads", "27_out_threads.sql"),
+    ("fingerprints", "29_out_fingerprints.sql"),
 )
 
 
@@ -316,6 +318,7 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
             ]
             con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
         con.execute(NAMES_SQL.read_text(encoding="utf-8"))
+        con.execute(KEY_SQL.read_text(encoding="utf-8"))
         link = (INGEST_SQL / "10_link.sql").read_text(encoding="utf-8")
         _, limit = retry_on_oom(con, lambda: con.execute(link), parse_size(options.memory_limit))
         retry_on_oom(con, functools.partial(_write_link, con, staging), limit)

@@ -1,0 +1,49 @@
+-- 07_kernel_keys.sql: each GPU op name's kernel_key, resolved over the runs (06_kernel_key.sql).
+--
+-- kernel_keys  (view)
+--   grain: one row per distinct GPU op name of the visible runs (of the connection's
+--          partitions).
+--   columns: name, kernel_key, key_level ('coarse' | 'base' | 'fine')
+--   kernel_key: the coarsest level that keeps distinct kernels distinct: a name takes its
+--   coarse key unless some run holds two names with that coarse key and different fine keys,
+--   then its base key, unless some run holds two names with that base key and different fine
+--   keys, then its fine key. So a kernel renumbered or retuned by a recompile keeps its key
+--   across runs, while two kernels that run side by side (triton_poi_fused_add_0 and _1 in
+--   one run) keep theirs apart.
+--
+
+CREATE OR REPLACE VIEW kernel_keys AS
+WITH rn AS (
+    SELECT DISTINCT run_id, name FROM gpu_ops WHERE name IS NOT NULL
+),
+n AS (
+    SELECT name, tw_kernel_key_fine(name) AS fine, tw_kernel_key_base(name) AS base,
+           tw_kernel_key_coarse(name) AS coarse
+    FROM (SELECT DISTINCT name FROM rn)
+),
+-- a key is ambiguous when one run holds names of two fine keys under it
+amb_coarse AS (
+    SELECT DISTINCT n.coarse
+    FROM rn JOIN n USING (name)
+    GROUP BY rn.run_id, n.coarse
+    HAVING count(DISTINCT n.fine) > 1
+),
+amb_base AS (
+    SELECT DISTINCT n.base
+    FROM rn JOIN n USING (name)
+    GROUP BY rn.run_id, n.base
+    HAVING count(DISTINCT n.fine) > 1
+)
+SELECT
+    n.name,
+    CASE
+        WHEN n.coarse NOT IN (SELECT coarse FROM amb_coarse) THEN n.coarse
+        WHEN n.base NOT IN (SELECT base FROM amb_base) THEN n.base
+        ELSE n.fine
+    END AS kernel_key,
+    CASE
+        WHEN n.coarse NOT IN (SELECT coarse FROM amb_coarse) THEN 'coarse'
+        WHEN n.base NOT IN (SELECT base FROM amb_base) THEN 'base'
+        ELSE 'fine'
+    END AS key_level
+FROM n;

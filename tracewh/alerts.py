@@ -1,0 +1,191 @@
+"""Change points over the whole history of every comparable series (`tracewh changes`).
+
+Composes the layers: the runs and their fingerprints (a :class:`~tracewh.runsel.Source`),
+workload identity (:mod:`tracewh.analysis.workload`), trace health
+(:mod:`tracewh.analysis.health`), the per-run values of every series (``series_values`` of
+``sql/93_changes.sql``), change-point detection and alert groups
+(:mod:`tracewh.analysis.changes`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tracewh.analysis.changepoint import DEFAULT_ALPHA
+from tracewh.analysis.changes import DetectOptions, find_changes, group_changes
+from tracewh.analysis.health import unusable_runs
+from tracewh.analysis.workload import DEFAULT_KEYS, DEFAULT_THRESHOLD, assign_workloads
+from tracewh.errors import UsageError
+from tracewh.history import parse_since
+from tracewh.runsel import Source, where_frame
+
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_KEYS", "ChangesReport", "RunSet", "changes", "run_set"]
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """The runs of a question: each with its workload, series, instance and health."""
+
+    runs: pl.DataFrame  # runs columns + workload, workload_by, similarity, series, instance
+    excluded: pl.DataFrame  # run_id, reasons: unusable runs left out
+
+
+def run_set(
+    src: Source,
+    *,
+    keys: Sequence[str] = DEFAULT_KEYS,
+    threshold: float = DEFAULT_THRESHOLD,
+    include_unusable: bool = False,
+) -> RunSet:
+    """Every visible run with its workload identity; unusable runs apart (unless included)."""
+    table = src.run_table()
+    wl = assign_workloads(table, keys=keys, threshold=threshold)
+    runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
+    bad = unusable_runs(runs)
+    if not include_unusable and not bad.is_empty():
+        runs = runs.join(bad.select("run_id"), on="run_id", how="anti")
+    return RunSet(runs.sort(["start_ns", "rank", "run_id"], nulls_last=True), bad)
+
+
+def commit_label(labels_json: str | None) -> str | None:
+    """The ``commit`` label of a run (``git_commit``/``sha`` too), if any."""
+    try:
+        labels = json.loads(labels_json) if labels_json else {}
+    except ValueError:
+        return None
+    if not isinstance(labels, dict):
+        return None
+    for k in ("commit", "git_commit", "sha", "revision"):
+        if labels.get(k):
+            return str(labels[k])
+    return None
+
+
+@dataclass(frozen=True)
+class ChangesReport:
+    """Outcome of :meth:`tracewh.api.Warehouse.changes`.
+
+    Attributes
+    ----------
+    changes
+        One row per change (see :meth:`to_dicts` for the JSON objects).
+    series
+        How many series were analysed.
+    runs
+        How many runs they span.
+    excluded
+        Unusable runs left out (``run_id``, ``day``, ``reasons``).
+    params
+        The settings used.
+    """
+
+    changes: pl.DataFrame = field(repr=False)
+    series: int
+    runs: int
+    excluded: pl.DataFrame = field(repr=False)
+    params: Mapping[str, Any]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """One JSON-ready object per change: times in ms per step (fractions for idle)."""
+        out = []
+        for r in self.changes.iter_rows(named=True):
+            scale = 1e6 if r["metric"] != "idle" else 1.0
+            out.append({
+                "metric": r["metric"], "key": r["key"], "name": r["name"],
+                "short_name": r["short_name"], "category": r["category"],
+                "run_id": r["run_id"], "day": r["day"].isoformat() if r["day"] else None,
+                "commit": r["commit"], "prev_run_id": r["prev_run_id"],
+                "before": r["before"] / scale, "after": r["after"] / scale,
+                "unit": "ms/step" if r["metric"] != "idle" else "fraction",
+                "change_pct": r["change_pct"], "p_value": r["p_value"],
+                "noise_pct": r["noise_pct"], "provisional": r["provisional"],
+                "runs_before": r["index"], "runs_after": r["runs_after"],
+                "group": r["group"], "group_size": r["group_size"], "group_rank": r["group_rank"],
+                "workload": r["workload"], "rank": r["rank"], "job": r["job"],
+                "device_name": r["device_name"],
+            })  # fmt: skip
+        return out
+
+
+def changes(
+    src: Source,
+    *,
+    since: str | dt.date | None = "90d",
+    kernel: str | None = None,
+    category: str | None = None,
+    module: str | None = None,
+    where: Mapping[str, str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    min_change: float = 0.0,
+    min_ms: float = 0.1,
+    floor_ms: float = 0.01,
+    keys: Sequence[str] = DEFAULT_KEYS,
+    threshold: float = DEFAULT_THRESHOLD,
+    include_unusable: bool = False,
+    today: dt.date | None = None,
+) -> ChangesReport:
+    """Change points of every comparable series; see :meth:`tracewh.api.Warehouse.changes`."""
+    if sum(x is not None for x in (kernel, category, module)) > 1:
+        raise UsageError("give one of --kernel, --category, --module")
+    if not 0 < alpha < 1:
+        raise UsageError("alpha must be between 0 and 1")
+    if min_change < 0 or min_ms < 0 or floor_ms < 0:
+        raise UsageError("--min-change, --min-ms and the floor must be >= 0")
+    first = parse_since(since, today=today) if since is not None else None
+    rs = run_set(src, keys=keys, threshold=threshold, include_unusable=include_unusable)
+    runs = where_frame(rs.runs, where or {})
+    if first is not None:
+        runs = runs.filter(pl.col("day") >= first)
+    excluded = rs.excluded.join(rs.runs.select("run_id"), on="run_id", how="anti")
+    excl = (
+        src.run_table().select("run_id", "day", "labels_json", "rank")
+        .join(excluded, on="run_id", how="inner")
+    )  # fmt: skip
+    excl = where_frame(excl, where or {})
+    if first is not None:
+        excl = excl.filter(pl.col("day") >= first)
+    params: dict[str, Any] = {
+        "since": first.isoformat() if first else None, "kernel": kernel, "category": category,
+        "module": module, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
+        "min_ms": min_ms, "floor_ms": floor_ms, "keys": list(keys), "threshold": threshold,
+        "include_unusable": include_unusable,
+    }  # fmt: skip
+    if runs.is_empty():
+        return ChangesReport(_decorate(_empty_changes(), runs), 0, 0,
+                             excl.select("run_id", "day", "reasons"), params)  # fmt: skip
+    values = src.sql(
+        "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
+        " module_prefix := $m)",
+        {"s": first, "k": kernel, "c": category, "m": module},
+        since=first,
+    )
+    opts = DetectOptions(alpha=alpha, min_change=min_change, min_value=min_ms * 1e6,
+                         floor=floor_ms * 1e6)  # fmt: skip
+    found = find_changes(runs, values, options=opts)
+    grouped = group_changes(found, runs)
+    n_series = values.join(runs.select("run_id", "series"), on="run_id").select(
+        "series", "metric", "key").n_unique()  # fmt: skip
+    return ChangesReport(_decorate(grouped, runs), n_series, runs.height,
+                         excl.select("run_id", "day", "reasons"), params)  # fmt: skip
+
+
+def _empty_changes() -> pl.DataFrame:
+    from tracewh.analysis.changes import CHANGE_SCHEMA
+
+    return pl.DataFrame(schema={**CHANGE_SCHEMA, "group": pl.Int64, "group_size": pl.Int64,
+                                "group_rank": pl.Int64})  # fmt: skip
+
+
+def _decorate(changes_: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Add the first run's day, start, commit label, rank, job, workload, device."""
+    info = runs.select("run_id", "day", "start_ns", "labels_json", "rank", "job", "workload",
+                       "device_name")  # fmt: skip
+    out = changes_.join(info, on="run_id", how="left")
+    commits = [commit_label(x) for x in out["labels_json"].to_list()]
+    return out.with_columns(pl.Series("commit", commits, dtype=pl.String)).drop("labels_json")
