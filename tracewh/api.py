@@ -19,6 +19,7 @@ import duckdb
 import polars as pl
 
 from tracewh import alerts as _alerts
+from tracewh import check as _check
 from tracewh import history as _hist
 from tracewh import memory as _mem
 from tracewh.db import connect_tables
@@ -528,34 +529,38 @@ class Warehouse:
         self,
         run: str = "latest",
         *,
-        baseline: int = 7,
+        baseline: int | None = None,
         threshold: float = 0.10,
         min_ms: float = 0.1,
         k_mad: float = 3.0,
         floor_ms: float = 0.01,
         min_runs: int = 3,
-        keys: Sequence[str] = _hist.DEFAULT_KEYS,
+        alpha: float = _alerts.DEFAULT_ALPHA,
+        keys: Sequence[str] = _alerts.DEFAULT_KEYS,
         all_ranks: bool = True,
-    ) -> _hist.CheckReport:
-        """Check a run, and the other ranks of its job that day, for regressions.
+        include_unusable: bool = False,
+    ) -> _check.CheckReport:
+        """Check a run, and the other ranks of its job instance, for regressions in force.
 
-        Each checked run is compared with the median of its ``baseline`` most recent
-        earlier comparable runs (same rank, device and backend; same ``keys`` labels, or
-        the same job for runs without them): the step time, each category and each GPU
-        op name at least ``min_ms`` per step. A regression is a rise beyond ``threshold``
-        (relative) AND beyond ``k_mad`` x 1.4826 x MAD of the baseline AND beyond
-        ``floor_ms`` per step; "since" names the first run of the trailing streak beyond
-        that bound. Runs with fewer than ``min_runs`` comparable earlier runs are not
-        checked (listed in ``CheckReport.insufficient``). See ``sql/92_check.sql``.
+        Each series (step time, GPU idle fraction, each category, kernel key and module at
+        least ``min_ms`` per step) over the run's comparable usable runs up to it gets its
+        change points (:meth:`changes`); the run regressed when a change point at or before
+        it is still in force: its segment's level is above the level of the segment before
+        the change by more than ``threshold`` (relative), ``k_mad`` times the measured noise
+        and ``floor_ms`` per step. The baseline is that earlier segment (its last
+        ``baseline`` runs when given); "since" names the change's first run. Runs with
+        fewer than ``min_runs`` comparable earlier runs are not checked (listed in
+        ``CheckReport.insufficient``). See :mod:`tracewh.check`.
 
         Examples
         --------
         >>> report = Warehouse("wh").check("latest", threshold=0.1)  # doctest: +SKIP
         >>> [f.metric for f in report.regressions]                   # doctest: +SKIP
         """
-        return _hist.check(
+        return _check.check(
             self, run, baseline=baseline, threshold=threshold, min_ms=min_ms, k_mad=k_mad,
-            floor_ms=floor_ms, min_runs=min_runs, keys=keys, all_ranks=all_ranks,
+            floor_ms=floor_ms, min_runs=min_runs, alpha=alpha, keys=keys,
+            all_ranks=all_ranks, include_unusable=include_unusable,
         )  # fmt: skip
 
 

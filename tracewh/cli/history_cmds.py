@@ -1,4 +1,4 @@
-"""Multi-run commands: `tracewh diff`, `tracewh history`, `tracewh check`.
+"""Multi-run commands: `tracewh diff`, `tracewh history`, `tracewh check` (`tracewh changes`: changes_cmds).
 
 `check` exits 1 when something regressed, 0 when nothing did, and 0 with a note
 when the run has too few comparable earlier runs to be checked (a new model's
@@ -14,10 +14,11 @@ import polars as pl
 import typer
 
 from tracewh.api import Warehouse
+from tracewh.check import CheckReport, Finding
 from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
 from tracewh.cli.output import emit, write_out
 from tracewh.errors import UsageError
-from tracewh.history import CheckReport, Finding, parse_threshold
+from tracewh.history import parse_threshold
 
 _OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
 
@@ -109,41 +110,69 @@ def history(
         emit(df.drop("labels_json"), fmt, title=f"history: {what}, per step")
 
 
+def _what(f: Finding) -> str:
+    if f.metric_kind == "step":
+        return "step time"
+    if f.metric_kind == "idle":
+        return "GPU idle fraction"
+    if f.metric_kind == "kernel":
+        key = f.metric if len(f.metric) <= 60 else f.metric[:59] + "…"
+        short = f.short_name or key
+        return f"kernel {short} [{key}]" if key != short else f"kernel {short}"
+    return f"{f.metric_kind} {f.metric}"
+
+
+def _val(f: Finding, v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.3f}" if f.metric_kind == "idle" else _ms(v)
+
+
 def _finding_line(f: Finding) -> str:
-    what = "step time" if f.metric_kind == "step" else f"{f.metric_kind} {f.metric}"
     pct = "" if f.change_fraction is None else f" ({f.change_fraction * 100:+.1f}%)"
-    since = f", since run {f.since_run_id} ({f.since_day})" if f.since_run_id else ""
+    label = f", commit {f.since_commit}" if f.since_commit else ""
+    since = f", since run {f.since_run_id} ({f.since_day}{label})" if f.since_run_id else ""
     rank = f"rank {f.rank}: " if f.rank is not None else ""
+    prov = "; provisional: seen on fewer than 3 runs" if f.provisional else ""
     return (
-        f"{rank}{what}: {_ms(f.value_ns)} per step vs baseline {_ms(f.baseline_ns)}{pct}"
-        f"{since}"
+        f"{rank}{_what(f)}: {_val(f, f.level_ns)} per step vs baseline {_val(f, f.baseline_ns)}"
+        f"{pct}{since} (p={f.p_value:.1g}{prov})"
     )
 
 
 def report_text(report: CheckReport, *, markdown: bool = False) -> str:
-    """The check report for people (plain text or Markdown)."""
+    """The check report for people (plain text or Markdown), one block per alert group."""
     bullet = "- " if markdown else "  "
     head = "## " if markdown else ""
     p = report.params
+    base = "the segment before the change" if p["baseline"] is None else f"the last {p['baseline']} runs of the segment before the change"
     lines = [
         f"{head}tracewh check: run {report.run_id} ({report.day}, job {report.job})",
         "",
-        f"baseline: median of up to {p['baseline']} earlier comparable runs (by labels "
-        f"{', '.join(p['keys'])} or job; same rank, device, backend); regression: > "
-        f"{p['threshold'] * 100:g}% and > {p['k_mad']:g} x 1.4826 x MAD and > {p['floor_ms']:g} ms "
-        f"per step; ops of at least {p['min_ms']:g} ms per step",
+        f"change points over each series' whole history of comparable usable runs (same workload, "
+        f"device, backend, rank, world size); regression: a change in force at or before the run, "
+        f"> {p['threshold'] * 100:g}% and > {p['k_mad']:g} x noise and > {p['floor_ms']:g} ms per "
+        f"step against {base}; ops of at least {p['min_ms']:g} ms per step",
         "",
     ]
     for c in report.checked:
-        lines.append(f"{bullet}checked rank {c.rank} run {c.run_id}: {c.baseline_runs} baseline run(s), tied by {c.tied_by}")
-    if report.insufficient:
-        need = p["min_runs"]
-        for c in report.insufficient:
-            lines.append(f"{bullet}NOT CHECKED run {c.run_id}: {c.baseline_runs} comparable earlier run(s), need {need}")
+        lines.append(f"{bullet}checked rank {c.rank} run {c.run_id}: {c.baseline_runs} comparable earlier run(s), workload {c.workload} (by {c.tied_by})")
+    need = p["min_runs"]
+    for c in report.insufficient:
+        why = f"unusable for comparison ({c.unusable})" if c.unusable else f"{c.baseline_runs} comparable earlier run(s), need {need}"
+        lines.append(f"{bullet}NOT CHECKED run {c.run_id}: {why}")
+    if not report.excluded.is_empty():
+        reasons = ", ".join(sorted({str(r) for r in report.excluded["reasons"].to_list()}))
+        lines.append(f"{bullet}left out of the baselines: {report.excluded.height} unusable run(s) ({reasons})")
     lines.append("")
     if report.regressions:
         lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got slower")
-        lines += [bullet + _finding_line(f) for f in report.regressions]
+        group = None
+        for f in report.regressions:
+            if f.group != group:
+                group = f.group
+                lines.append(f"{bullet}group {group}:")
+            lines.append(bullet + "  " + _finding_line(f))
     elif len(report.insufficient) == len(report.checked):
         lines.append("not checked: too few comparable earlier runs (exit 0)")
     else:
@@ -153,7 +182,7 @@ def report_text(report: CheckReport, *, markdown: bool = False) -> str:
         lines += [bullet + _finding_line(f) for f in report.improvements]
     if report.changes:
         lines += ["", f"{head}ops that appeared or vanished"]
-        lines += [f"{bullet}{f.status}: {f.metric} ({_ms(f.value_ns)} per step, baseline {_ms(f.baseline_ns)})" for f in report.changes]
+        lines += [f"{bullet}{f.status}: {_what(f)} ({_val(f, f.level_ns)} per step, baseline {_val(f, f.baseline_ns)})" for f in report.changes]
     return "\n".join(lines) + "\n"
 
 
@@ -161,27 +190,30 @@ def report_text(report: CheckReport, *, markdown: bool = False) -> str:
 def check(
     warehouse: str = warehouse_option(),
     run: str = run_option(),
-    baseline: int = typer.Option(7, "--baseline", help="Baseline: median of the N most recent earlier comparable runs."),
+    baseline: int | None = typer.Option(None, "--baseline", help="Baseline: at most the N last runs of the segment before the change (default: all of it)."),
     threshold: str = typer.Option("10%", "--threshold", help="Relative change that counts, e.g. 10%."),
-    min_ms: float = typer.Option(0.1, "--min-ms", help="Check kernels and categories of at least this many ms per step."),
-    k_mad: float = typer.Option(3.0, "--k-mad", help="A change must also exceed K x 1.4826 x MAD of the baseline."),
+    min_ms: float = typer.Option(0.1, "--min-ms", help="Check kernels, categories and modules of at least this many ms per step."),
+    k_mad: float = typer.Option(3.0, "--k-mad", help="A change must also exceed K x the noise the change-point test measured."),
     min_runs: int = typer.Option(3, "--min-runs", help="Fewest comparable earlier runs to check at all."),
-    key: list[str] | None = typer.Option(None, "--key", help="Labels that make runs comparable (repeatable; default model, branch)."),
+    alpha: float = typer.Option(0.01, "--alpha", help="Significance of a change point."),
+    key: list[str] | None = typer.Option(None, "--key", help="Labels that name a workload (repeatable; default model, branch)."),
+    include_unusable: bool = typer.Option(False, "--include-unusable", help="Keep runs flagged unusable for comparison in the baselines."),
     fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json."),
 ) -> None:
-    """Check a run (default: the latest, with its other ranks) against its baseline.
+    """Check a run (default: the latest, with its other ranks) for a regression in force.
 
     Exit 1 when something regressed, 0 when nothing did or when there are too few
     comparable earlier runs to check (said in the report), 2 on bad usage.
 
-    Example: tracewh check --baseline 7 --threshold 10% --min-ms 0.1 --format json
+    Example: tracewh check --threshold 10% --min-ms 0.1 --format json
     """
     with handle_errors():
         if fmt not in ("text", "markdown", "json"):
             raise UsageError(f"--format must be text, markdown or json, not {fmt!r}")
         report = Warehouse(warehouse).check(
             run, baseline=baseline, threshold=parse_threshold(threshold), min_ms=min_ms,
-            k_mad=k_mad, min_runs=min_runs, keys=tuple(key) if key else ("model", "branch"),
+            k_mad=k_mad, min_runs=min_runs, alpha=alpha,
+            keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
         )
     if fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
