@@ -1,25 +1,33 @@
--- 80_ranks.sql: the ranks of one job (runs.job) side by side.
+-- 80_ranks.sql: the ranks of one job instance side by side.
 --
--- rank_kernels(job_name)  (table macro)
---   grain: one row per (GPU op name, run) over the runs whose runs.job = job_name.
+-- A job instance is a list of runs (run_list): the traces of one distributed job, distinct
+-- ranks of one workload (tracewh.analysis.workload picks them; unrelated traces that share a
+-- folder are not ranks of one job).
+--
+-- rank_kernels(run_list)  (table macro)
+--   grain: one row per (GPU op name, run) over the runs of run_list.
 --   columns: name, rank (runs.rank), run_id, calls, total_ns, mean_ns
 --
--- rank_imbalance(job_name)  (table macro)
---   grain: one row per GPU op name seen in the job.
+-- rank_imbalance(run_list)  (table macro)
+--   grain: one row per GPU op name seen in the runs.
 --   columns: name, ranks (runs with the name), total_ns (all ranks), mean_rank_total_ns,
 --            median_rank_total_ns, max_rank_total_ns, min_rank_total_ns (per-rank totals),
 --            imbalance (max_rank_total_ns / median_rank_total_ns), slowest_rank (rank with the
 --            largest total)
 --
--- rank_stragglers(job_name, slow_factor := 1.3)  (table macro)
---   grain: one row per (step N, run) of the job.
+-- rank_stragglers(run_list, k_mad := 3.0, floor_fraction := 0.02)  (table macro)
+--   grain: one row per (step N, run) of the runs.
 --   columns: step, rank, run_id, gpu_ns (summed duration of the run's GPU ops launched in step
---            N, gpu_ops.step), median_gpu_ns (median of gpu_ns over the job's runs for that
---            step), ratio (gpu_ns / median_gpu_ns), wall_ns (the run's ProfilerStep#N length),
---            straggler (ratio >= slow_factor: ops at least 30% slower than the median, by
---            default)
+--            N, gpu_ops.step), median_gpu_ns (median of gpu_ns over the runs for that step),
+--            peers (the other runs with step N), peer_median_ns, peer_mad_ns (median and median
+--            absolute deviation of the other runs' gpu_ns for that step), ratio (gpu_ns /
+--            peer_median_ns), bound_ns, wall_ns (the run's ProfilerStep#N length), straggler
+--   straggler: gpu_ns - peer_median_ns > bound_ns = greatest(k_mad * 1.4826 * peer_mad_ns,
+--   floor_fraction * peer_median_ns): the rank stands above its peers by more than their own
+--   spread (1.4826 x MAD estimates a standard deviation robustly; 3 of them by default) and
+--   by more than a small floor (2% by default); false without peers.
 
-CREATE OR REPLACE MACRO rank_kernels(job_name) AS TABLE
+CREATE OR REPLACE MACRO rank_kernels(run_list) AS TABLE
 SELECT
     g.name, r.rank, g.run_id,
     count(*) AS calls,
@@ -27,11 +35,11 @@ SELECT
     avg(g.dur_ns) AS mean_ns
 FROM gpu_ops g
 JOIN runs r ON r.run_id = g.run_id AND r.ingest_id = g.ingest_id
-WHERE r.job = job_name AND g.dur_ns IS NOT NULL
+WHERE list_contains(CAST(run_list AS VARCHAR[]), r.run_id) AND g.dur_ns IS NOT NULL
 GROUP BY g.name, r.rank, g.run_id
 ORDER BY g.name, r.rank, g.run_id;
 
-CREATE OR REPLACE MACRO rank_imbalance(job_name) AS TABLE
+CREATE OR REPLACE MACRO rank_imbalance(run_list) AS TABLE
 SELECT
     name,
     count(*) AS ranks,
@@ -42,13 +50,14 @@ SELECT
     min(total_ns) AS min_rank_total_ns,
     max(total_ns) / nullif(quantile_cont(total_ns, 0.5), 0) AS imbalance,
     arg_max(rank, total_ns) AS slowest_rank
-FROM rank_kernels(job_name)
+FROM rank_kernels(run_list)
 GROUP BY name
 ORDER BY imbalance DESC NULLS LAST, name;
 
-CREATE OR REPLACE MACRO rank_stragglers(job_name, slow_factor := 1.3) AS TABLE
+CREATE OR REPLACE MACRO rank_stragglers(run_list, k_mad := 3.0, floor_fraction := 0.02) AS TABLE
 WITH jr AS (
-    SELECT run_id, ingest_id, rank FROM runs WHERE job = job_name
+    SELECT run_id, ingest_id, rank FROM runs
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id)
 ),
 per AS (
     SELECT g.step, jr.rank, g.run_id, CAST(sum(g.dur_ns) AS BIGINT) AS gpu_ns
@@ -63,15 +72,34 @@ wall AS (
     JOIN jr ON jr.run_id = s.run_id AND jr.ingest_id = s.ingest_id
     GROUP BY s.run_id, s.step
 ),
+pm AS (  -- each run's peers: the other runs of the same step
+    SELECT a.step, a.run_id, count(b.run_id) AS peers,
+           quantile_cont(b.gpu_ns, 0.5) AS peer_median_ns
+    FROM per a
+    LEFT JOIN per b ON b.step = a.step AND b.run_id <> a.run_id
+    GROUP BY a.step, a.run_id
+),
+pmad AS (
+    SELECT a.step, a.run_id, quantile_cont(abs(b.gpu_ns - pm.peer_median_ns), 0.5) AS peer_mad_ns
+    FROM per a
+    JOIN pm ON pm.step = a.step AND pm.run_id = a.run_id
+    JOIN per b ON b.step = a.step AND b.run_id <> a.run_id
+    GROUP BY a.step, a.run_id
+),
 m AS (
-    SELECT *, quantile_cont(gpu_ns, 0.5) OVER (PARTITION BY step) AS median_gpu_ns
+    SELECT per.*, quantile_cont(per.gpu_ns, 0.5) OVER (PARTITION BY per.step) AS median_gpu_ns,
+           pm.peers, pm.peer_median_ns, pmad.peer_mad_ns,
+           greatest(k_mad * 1.4826 * coalesce(pmad.peer_mad_ns, 0),
+                    floor_fraction * pm.peer_median_ns) AS bound_ns
     FROM per
+    JOIN pm ON pm.step = per.step AND pm.run_id = per.run_id
+    LEFT JOIN pmad ON pmad.step = per.step AND pmad.run_id = per.run_id
 )
 SELECT
-    m.step, m.rank, m.run_id, m.gpu_ns, m.median_gpu_ns,
-    m.gpu_ns / nullif(m.median_gpu_ns, 0) AS ratio,
+    m.step, m.rank, m.run_id, m.gpu_ns, m.median_gpu_ns, m.peers, m.peer_median_ns,
+    m.peer_mad_ns, m.gpu_ns / nullif(m.peer_median_ns, 0) AS ratio, m.bound_ns,
     wall.wall_ns,
-    coalesce(m.gpu_ns / nullif(m.median_gpu_ns, 0) >= slow_factor, false) AS straggler
+    coalesce(m.peers > 0 AND m.gpu_ns - m.peer_median_ns > m.bound_ns, false) AS straggler
 FROM m
 LEFT JOIN wall ON wall.run_id = m.run_id AND wall.step = m.step
 ORDER BY m.step, m.rank, m.run_id;

@@ -42,7 +42,8 @@ def test_every_macro_runs_on_an_empty_warehouse() -> None:
         "SELECT * FROM module_segments('x')",
         "SELECT * FROM cpu_op_nesting('x')", "SELECT * FROM cpu_op_time('x')",
         "SELECT * FROM memcpy_summary('x')", "SELECT * FROM memcpy_kinds",
-        "SELECT * FROM gpu_time_breakdown('x')", "SELECT * FROM rank_kernels('j')",
-        "SELECT * FROM rank_imbalance('j')", "SELECT * FROM rank_stragglers('j')",
+        "SELECT * FROM gpu_time_breakdown('x')", "SELECT * FROM rank_kernels(['j'])",
+        "SELECT * FROM rank_imbalance(['j'])", "SELECT * FROM rank_stragglers(['j'])",
+        "SELECT * FROM kernel_keys", "SELECT * FROM series_values()",
     ):  # fmt: skip
         con.execute(sql).fetchall()

@@ -118,7 +118,7 @@ def test_cpu_op_self_and_total() -> None:
 
 def test_ranks() -> None:
     runs = [{"run_id": f"r{i}", "rank": i, "job": "j"} for i in range(3)] + [
-        {"run_id": "x", "job": "other"}
+        {"run_id": "x", "job": "j"}  # same folder, not in the instance's run list
     ]
     gpu = [
         {"run_id": f"r{i}", "cat": "kernel", "name": "k", "ts_ns": 0, "dur_ns": d, "step": 1}
@@ -129,9 +129,10 @@ def test_ranks() -> None:
     ]
     steps = [{"run_id": "r0", "step": 1, "ts_ns": 0, "dur_ns": 300}]
     con = warehouse(runs=runs, gpu_ops=gpu, steps=steps)
-    per = query(con, "SELECT rank, total_ns FROM rank_kernels('j')")
+    ids = "['r0', 'r1', 'r2']"
+    per = query(con, f"SELECT rank, total_ns FROM rank_kernels({ids})")
     assert per.rows() == [(0, 100), (1, 100), (2, 200)]
-    imb = query(con, "SELECT * FROM rank_imbalance('j')").row(0, named=True)
+    imb = query(con, f"SELECT * FROM rank_imbalance({ids})").row(0, named=True)
     assert (imb["ranks"], imb["median_rank_total_ns"], imb["imbalance"], imb["slowest_rank"]) == (
         3,
         100.0,
@@ -139,13 +140,58 @@ def test_ranks() -> None:
         2,
     )
     st = query(
-        con, "SELECT step, rank, ratio, straggler, wall_ns FROM rank_stragglers('j') WHERE step = 1"
+        con,
+        f"SELECT step, rank, ratio, straggler, wall_ns FROM rank_stragglers({ids}) WHERE step = 1",
     )
-    assert st.rows() == [(1, 0, 1.0, False, 300), (1, 1, 1.0, False, None), (1, 2, 1.4, True, None)]
+    # peers of r2: 100, 100 (median 100, MAD 0): 140 > max(0, 2% of 100)
+    assert st.rows() == [(1, 0, 100 / 120, False, 300), (1, 1, 100 / 120, False, None),
+                         (1, 2, 1.4, True, None)]  # fmt: skip
     loose = query(
-        con, "SELECT straggler FROM rank_stragglers('j', slow_factor := 1.5) WHERE step = 1"
+        con, f"SELECT straggler FROM rank_stragglers({ids}, floor_fraction := 0.5) WHERE step = 1"
     )
     assert not any(loose["straggler"].to_list())
+
+
+def _stragglers_by_hand(gpu: list[list[float]], k: float = 3.0, floor: float = 0.02) -> list[list[bool]]:
+    """gpu[step][rank] -> straggler flags: above the others' median by > max(k*1.4826*MAD, floor*median)."""
+    import statistics
+
+    out = []
+    for row in gpu:
+        flags = []
+        for r, v in enumerate(row):
+            peers = row[:r] + row[r + 1:]
+            med = statistics.median(peers)
+            mad = statistics.median(abs(p - med) for p in peers)
+            flags.append(v - med > max(k * 1.4826 * mad, floor * med))
+        out.append(flags)
+    return out
+
+
+def test_stragglers_by_noise() -> None:
+    """A rank 8% slower every step among 8 peers within 1% of each other is flagged in every
+    step; noise alone (all ranks within 1%) flags nothing."""
+    import random
+
+    rng = random.Random(7)
+    n_ranks, n_steps = 8, 6
+    noisy = [[1e6 * (1 + rng.uniform(-0.01, 0.01)) for _ in range(n_ranks)] for _ in range(n_steps)]
+    slow = [[v * (1.08 if r == 5 else 1.0) for r, v in enumerate(row)] for row in noisy]
+    for grid, expect_rank in ((noisy, None), (slow, 5)):
+        gpu = [{"run_id": f"r{r}", "cat": "kernel", "name": "k", "ts_ns": 10 * s,
+                "dur_ns": int(grid[s][r]), "step": s}
+               for s in range(n_steps) for r in range(n_ranks)]  # fmt: skip
+        runs = [{"run_id": f"r{r}", "rank": r} for r in range(n_ranks)]
+        con = warehouse(runs=runs, gpu_ops=gpu)
+        ids = "[" + ", ".join(f"'r{r}'" for r in range(n_ranks)) + "]"
+        got = query(con, f"SELECT step, rank, straggler FROM rank_stragglers({ids})")
+        flags = {(s, r): f for s, r, f in got.rows()}
+        hand = _stragglers_by_hand([[float(int(v)) for v in row] for row in grid])
+        assert flags == {(s, r): hand[s][r] for s in range(n_steps) for r in range(n_ranks)}
+        flagged = {r for (s, r), f in flags.items() if f}
+        assert flagged == (set() if expect_rank is None else {expect_rank})
+        if expect_rank is not None:
+            assert all(flags[(s, expect_rank)] for s in range(n_steps))
 
 
 def test_real_trace_invariants(shared_traces: Path) -> None:

@@ -403,14 +403,43 @@ class Warehouse:
         return _mem.memory(self, run, view=view, device=device, top=top, buckets=buckets,
                            memory_limit=memory_limit)
 
-    def ranks(self, job: str | None = None, *, view: str = "imbalance") -> pl.DataFrame:
-        """Multi-rank comparison within a job (default: the latest run's job)."""
+    def ranks(
+        self, job: str | None = None, *, view: str = "imbalance", run: str | None = None
+    ) -> pl.DataFrame:
+        """Multi-rank comparison within one job instance.
+
+        The instance is the ranks of one distributed job: runs of one ``job`` and workload
+        with distinct ranks (:mod:`tracewh.analysis.workload`), so unrelated traces that
+        share a folder are never compared as ranks. ``run`` (a selector) picks the instance
+        of that run; else ``job`` (a job name or a run selector) picks the latest instance
+        of that job; neither: the latest run's. ``view`` is ``imbalance``, ``kernels`` or
+        ``stragglers`` (``rank_*`` of ``sql/80_ranks.sql``: a straggler stands above its
+        peers' median by more than 3 x 1.4826 x their MAD and 2%).
+        """
         _check_choice("view", view, ("imbalance", "kernels", "stragglers"))
-        if job is None or job in ("", "latest"):
-            job = self.resolve_run("latest").job
-        elif "=" in job or not self.sql("SELECT 1 FROM runs WHERE job = ?", [job]).height:
-            job = self.resolve_run(job).job
-        return self.call(f"rank_{view}", job)
+        ids = self.rank_runs(job, run=run)
+        return self.call(f"rank_{view}", ids)
+
+    def rank_runs(self, job: str | None = None, *, run: str | None = None) -> list[str]:
+        """The run ids of a job instance (see :meth:`ranks`), lowest rank first."""
+        if run is not None:
+            ref = self.resolve_run(run)
+        elif job is None or job in ("", "latest"):
+            ref = self.resolve_run("latest")
+        elif "=" in job:
+            ref = self.resolve_run(job)
+        else:
+            hits = self._runs_query(
+                "SELECT run_id FROM runs WHERE job = $j ORDER BY start_ns DESC, rank, run_id",
+                {"j": job},
+            )
+            ref = self.resolve_run(hits["run_id"][0] if hits.height else job)
+        rs = _alerts.run_set(self, include_unusable=True).runs
+        inst = rs.filter(pl.col("run_id") == ref.run_id)["instance"].to_list()
+        return (
+            rs.filter(pl.col("instance").is_in(inst)).sort("rank", nulls_last=True)["run_id"]
+            .to_list()
+        )  # fmt: skip
 
     # --------------------------------------------------------------- history
     def diff(

@@ -61,7 +61,9 @@ class WarehouseLike(Protocol):
 
     def breakdown(self, run: str = ...) -> pl.DataFrame: ...
 
-    def ranks(self, job: str | None = ..., *, view: str = ...) -> pl.DataFrame: ...
+    def ranks(
+        self, job: str | None = ..., *, view: str = ..., run: str | None = ...
+    ) -> pl.DataFrame: ...
 
     def call(self, name: str, first: Any, /, **params: Any) -> pl.DataFrame: ...
 
@@ -90,6 +92,7 @@ class RunData:
     breakdown: pl.DataFrame  # gpu_time_breakdown
     rank_kernels: pl.DataFrame  # rank_kernels of the run's job (all ranks)
     rank_imbalance: pl.DataFrame
+    rank_stragglers: pl.DataFrame  # rank_stragglers: steps where a rank stands above its peers
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -128,9 +131,11 @@ def collect_run(
     job = ref.job
     rank_kernels = pl.DataFrame()
     rank_imbalance = pl.DataFrame()
+    rank_stragglers = pl.DataFrame()
     if job is not None:
-        rank_kernels = _with_short_names(wh, wh.ranks(job, view="kernels"))
-        rank_imbalance = wh.ranks(job, view="imbalance")
+        rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=run_id))
+        rank_imbalance = wh.ranks(view="imbalance", run=run_id)
+        rank_stragglers = wh.ranks(view="stragglers", run=run_id)
     return RunData(
         run_id=run_id,
         meta=meta,
@@ -149,6 +154,7 @@ def collect_run(
         breakdown=wh.breakdown(run_id),
         rank_kernels=rank_kernels,
         rank_imbalance=rank_imbalance,
+        rank_stragglers=rank_stragglers,
     )
 
 
