@@ -1,0 +1,153 @@
+"""changes / check / workload identity over hand-made nightly rows (sql/ applied by DuckDB),
+through a stand-in Source: expected nights and groups come from how the rows were built."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from collections.abc import Collection, Mapping, Sequence
+from datetime import date
+from typing import Any
+
+import duckdb
+import polars as pl
+from fixtures import warehouse
+
+from tracewh.alerts import changes
+from tracewh.check import check
+from tracewh.runsel import RunRef
+
+START = dt.date(2025, 1, 1)
+KERNELS = {"gemm_a": 2.0e6, "gemm_b": 1.5e6, "flash_fwd": 1.0e6, "layer_norm": 0.3e6}
+
+
+class FakeSource:
+    """A Source over one DuckDB connection (all partitions)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, minhash: Mapping[str, list[int]]) -> None:
+        self.con = con
+        self.minhash = minhash
+
+    def sql(self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *,
+            days: Collection[date] | None = None, since: date | None = None) -> pl.DataFrame:  # fmt: skip
+        return self.con.sql(query, params=params).pl()
+
+    def resolve_run(self, selector: str = "latest") -> RunRef:
+        df = self.con.sql("SELECT run_id, day, job, rank FROM runs ORDER BY start_ns DESC, rank").pl()
+        row = df.row(0, named=True) if selector == "latest" else df.filter(
+            pl.col("run_id") == selector).row(0, named=True)  # fmt: skip
+        return RunRef(row["run_id"], row["day"], row["job"], row["rank"])
+
+    def run_table(self) -> pl.DataFrame:
+        df = self.con.sql("SELECT * EXCLUDE (metadata_json) FROM runs").pl()
+        return df.with_columns(pl.Series("minhash", [self.minhash.get(r) for r in df["run_id"]],
+                                         dtype=pl.List(pl.Int64)))  # fmt: skip
+
+
+def _nights(n: int, *, ranks: int = 1, shifts: Mapping[str, tuple[int, float]] | None = None,
+            noise: float = 0.01, seed: int = 0, labels: Mapping[str, str] | None = None,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+    """Runs, gpu_ops and steps of ``n`` nights x ``ranks``: each kernel once per step (2 steps),
+    multiplicative noise per night and kernel, ``shifts[kernel] = (night, +x)`` from that night."""
+    rng = random.Random(seed)
+    runs, ops, steps = [], [], []
+    for night in range(n):
+        day = START + dt.timedelta(days=night)
+        for rank in range(ranks):
+            rid = f"n{night:03d}r{rank}"
+            t0 = (night * 86400 + 7200) * 10**9
+            runs.append({"run_id": rid, "day": day, "start_ns": t0, "end_ns": t0 + 10**8,
+                         "rank": rank, "world_size": ranks, "device_name": "GPU", "backend": "cuda",
+                         "job": f"/traces/{day}", "labels_json": json.dumps({**(labels or {}),
+                         "commit": f"c{night}"})})  # fmt: skip
+            ts = t0
+            for step in range(2):
+                steps.append({"run_id": rid, "day": day, "step": step, "ts_ns": ts, "dur_ns": 10**7})
+                for k, base in KERNELS.items():
+                    f = math.exp(rng.gauss(0, noise))
+                    if shifts and k in shifts and night >= shifts[k][0]:
+                        f *= 1 + shifts[k][1]
+                    ops.append({"run_id": rid, "day": day, "cat": "kernel", "op_kind": "kernel",
+                                "name": k, "short_name": k, "category": "gemm" if "gemm" in k else "other",
+                                "device": 0, "stream": 7, "ts_ns": ts, "dur_ns": int(base * f),
+                                "step": step})  # fmt: skip
+                    ts += int(base * 1.5)
+    return runs, ops, steps
+
+
+def _source(runs: list[dict[str, Any]], ops: list[dict[str, Any]], steps: list[dict[str, Any]],
+            minhash: Mapping[str, list[int]] | None = None) -> FakeSource:  # fmt: skip
+    for r in runs:
+        r.setdefault("ingest_id", "i")
+    for o in ops + steps:
+        o["ingest_id"] = "i"
+    return FakeSource(warehouse(runs=runs, gpu_ops=ops, steps=steps), minhash or {})
+
+
+def test_noise_only_history_raises_nothing() -> None:
+    src = _source(*_nights(40, labels={"model": "m"}, seed=1))
+    rep = changes(src, since=None, min_ms=0.0)
+    assert rep.changes.is_empty(), rep.to_dicts()
+    assert rep.runs == 40 and rep.series > 4
+    chk = check(src, "latest")
+    assert not chk.regressed and chk.checked[0].baseline_runs == 39
+
+
+def test_injected_shift_found_on_its_night_and_only_it() -> None:
+    src = _source(*_nights(40, shifts={"flash_fwd": (25, 0.2)}, labels={"model": "m"}, seed=2))
+    rep = changes(src, since=None, min_ms=0.0)
+    got = {(d["metric"], d["key"], d["day"]) for d in rep.to_dicts()}
+    night = (START + dt.timedelta(days=25)).isoformat()
+    assert ("kernel", "flash_fwd", night) in got
+    assert {g[2] for g in got} == {night}  # only that night (the step time may move with it)
+    # its category, the step time and the idle gaps around it (ops are laid out back to back
+    # at fixed starts) move with it; nothing else does
+    assert {g[1] for g in got} <= {"flash_fwd", "other", "step_ns", "gpu_idle_fraction"}
+    chk = check(src, "latest")
+    (f,) = [f for f in chk.regressions if f.metric == "flash_fwd"]
+    assert f.since_day == START + dt.timedelta(days=25) and f.since_commit == "c25"
+    assert abs(f.change_fraction - 0.2) < 0.02  # type: ignore[operator]
+
+
+def test_multi_kernel_shift_on_two_ranks_is_one_group() -> None:
+    shifts = {"gemm_a": (30, 0.15), "gemm_b": (30, 0.25), "layer_norm": (30, -0.3)}
+    src = _source(*_nights(36, ranks=2, shifts=shifts, labels={"model": "m"}, seed=3))
+    rows = changes(src, since=None, min_ms=0.0).to_dicts()
+    kernels = {(d["key"], d["rank"]) for d in rows if d["metric"] == "kernel"}
+    assert kernels == {(k, r) for k in shifts for r in (0, 1)}
+    assert {d["group"] for d in rows} == {1}
+    assert {d["run_id"][:4] for d in rows} == {"n030"}
+    impacts = [abs(d["after"] - d["before"]) for d in rows if d["metric"] == "kernel"]
+    assert impacts == sorted(impacts, reverse=True)  # largest contributors first
+    chk = check(src, "latest")
+    assert len(chk.checked) == 2 and {f.group for f in chk.regressions} == {1}
+
+
+def test_four_unrelated_models_in_one_folder_are_neither_comparable_nor_ranks() -> None:
+    runs, ops, steps = [], [], []
+    for i in range(4):
+        r, o, s = _nights(1, seed=10 + i)
+        for row in r + o + s:
+            row["run_id"] = f"model{i}"
+        r[0].update(job="/traces/hf", start_ns=r[0]["start_ns"] + i * 10**9, rank=None,
+                    world_size=None, labels_json="{}")  # fmt: skip
+        runs += r
+        ops += o
+        steps += s
+    rng = random.Random(0)
+    minhash = {f"model{i}": [rng.getrandbits(62) for _ in range(128)] for i in range(4)}
+    src = _source(runs, ops, steps, minhash)
+    table = src.run_table()
+    from tracewh.analysis.workload import assign_workloads
+
+    wl = assign_workloads(table)
+    assert wl["workload"].n_unique() == 4 and wl["instance"].n_unique() == 4
+    chk = check(src, "latest")
+    assert not chk.regressed and chk.to_dict()["status"] == "insufficient_baseline"
+    assert [c.baseline_runs for c in chk.checked] == [0]
+    # the same model twice (equal signatures) is one workload, and comparable
+    minhash["model3"] = minhash["model2"]
+    wl2 = assign_workloads(src.run_table())
+    assert wl2["workload"].n_unique() == 3
