@@ -9,9 +9,13 @@ Two parts, side by side in one run:
    Otava's ``compute_change_points`` with its defaults (window 50, max p-value 0.001) see
    the same values. A detection counts only on the exact first run after a true change
    (also shown with a tolerance of one run).
-2. **Warehouse level**: ``Warehouse.changes()`` over every series of the 365-night
-   warehouse of ``bench_history`` (``flash_fwd`` +30% over the last 3 nights): what it finds
-   and how long it takes (goal <= 2 s).
+2. **Trace level** (``bench/changes_traces.py``): nightly histories written by
+   ``tracewh synth --runs N --regress ...`` (0, 1 or 2 regressions of known kernels on known
+   nights), ingested; ``Warehouse.changes()`` over every kernel series is scored against the
+   injected regressions, and Otava gets the same kernel series.
+3. **Speed**: ``Warehouse.changes()`` over every series of the 365-night warehouse of
+   ``bench_history`` (``flash_fwd`` +30% over the last 3 nights): what it finds and how long
+   it takes (goal <= 2 s).
 
 Otava runs in a bench-only venv (``.bench-venv/otava``, created with ``pip install
 apache-otava`` on first use; never a project dependency), in a subprocess reading the series
@@ -19,7 +23,7 @@ as JSON (``bench/otava_runner.py``). Goals (issue 17): F1 >= Otava's, at most 1%
 change-free series with any alarm, every change of at least 3x the noise found on its exact
 run.
 
-``python -m bench.bench_changes [--per-class N] [--no-warehouse]``.
+``python -m bench.bench_changes [--per-class N] [--histories N] [--nights N] [--no-warehouse]``.
 """
 
 from __future__ import annotations
@@ -99,6 +103,20 @@ def series_level(per_class: int, py: Path | None) -> None:
         print(_row("Otava 0.8 (defaults)", score(cs, ofound), score(cs, ofound, tolerance=1), osecs))
 
 
+def trace_level(histories: int, nights: int, py: Path | None, work: Path) -> None:
+    """Synthetic nightly histories with known regressions, through the warehouse."""
+    from bench.changes_traces import build_histories, score_warehouse
+
+    wh, truth = build_histories(work, histories=histories, nights=nights)
+    res = score_warehouse(wh, truth, otava=(lambda s: run_otava(py, s)) if py else None)
+    print(f"trace level: {histories} synthetic histories x {nights} nights "
+          f"(`tracewh synth --runs {nights} --regress ...`), {res['series']} kernel series, "
+          f"{res['changes']} injected kernel changes")  # fmt: skip
+    print(HEADER)
+    for name, sc, sc1, secs in res["rows"]:
+        print(_row(name, sc, sc1, secs))
+
+
 def warehouse_speed() -> None:
     """``changes`` over every kernel of the 365-night warehouse of bench_history."""
     from bench.bench_history import BENCH, _build
@@ -122,11 +140,16 @@ def warehouse_speed() -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_changes")
     ap.add_argument("--per-class", type=int, default=N_PER_CLASS)
+    ap.add_argument("--histories", type=int, default=6)
+    ap.add_argument("--nights", type=int, default=40)
     ap.add_argument("--no-warehouse", action="store_true")
     args = ap.parse_args(list(argv) if argv is not None else [])
     py = otava_python()
     series_level(args.per_class, py)
     if not args.no_warehouse:
+        work = Path("data/bench/changes")
+        work.mkdir(parents=True, exist_ok=True)
+        trace_level(args.histories, args.nights, py, work)
         warehouse_speed()
     print(f"(pid {os.getpid()})")
 

@@ -286,10 +286,11 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
 
 def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
           flag: str | None = None, title: str = "History",
-          y_title: str = "GPU time (ms)") -> AnyChart | None:
+          y_title: str = "GPU time (ms)", marks: pl.DataFrame | None = None) -> AnyChart | None:
     """Line chart of a metric over runs; points flagged as regressions drawn as red rings.
 
-    ``y`` holds ns and is drawn in ms; ``flag`` names a boolean column marking regressions.
+    ``y`` holds ns and is drawn in ms; ``flag`` names a boolean column marking regressions;
+    ``marks`` (``time``, ``label``) are change points, drawn as dashed rules with their label.
     """
     if history.is_empty() or x not in history.columns or y not in history.columns:
         return None
@@ -314,8 +315,16 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
     if flagged:
         layers.append(base.transform_filter("datum.regression").mark_point(
             size=220, shape="circle", filled=False, strokeWidth=2.5).encode(color=alt.value("#d62728")))
+    marked = marks is not None and not marks.is_empty() and x_type == "T"
+    if marked and marks is not None:
+        m = alt.Chart(values(marks.select(pl.col("time").alias("x"), "label")))
+        layers.append(m.mark_rule(strokeDash=[4, 3], color="#555").encode(x="x:T"))
+        layers.append(m.mark_text(align="left", dx=3, dy=-4, fontSize=10, color="#555").encode(
+            x="x:T", y=alt.value(8), text="label:N"))
+    notes = [n for n in ("red rings: runs in the regression" if flagged else None,
+                         "dashed: change points (alert group)" if marked else None) if n]
     return alt.layer(*layers).properties(
-        title=_title(title, "red rings: runs in the regression" if flagged else None), width=WIDTH - 160
+        title=_title(title, "; ".join(notes) or None), width=WIDTH - 160
     )
 
 

@@ -140,7 +140,7 @@ def history_sections(trends: list[Trend] | None) -> list[Section]:
     out = []
     for i, t in enumerate(trends):
         chart = charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
-                             title=t.title,
+                             title=t.title, marks=t.marks,
                              y_title="step time (ms)" if i == 0 else "GPU time per step (ms)")
         tables = [table(t.title, t.frame.sort("time", descending=True), [
             Column("time", "run start (UTC)"), Column("run_id", "run"), Column("rank", "rank"),

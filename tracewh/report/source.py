@@ -210,19 +210,36 @@ def _with_short_names(wh: WarehouseLike, rank_kernels: pl.DataFrame) -> pl.DataF
 
 @dataclass(frozen=True)
 class Trend:
-    """One metric over runs: ``time``, ``run_id``, ``rank``, ``value_ns``, ``regression`` (bool)."""
+    """One metric over runs: ``time``, ``run_id``, ``rank``, ``value_ns``, ``regression`` (bool).
+
+    ``marks`` holds the change points drawn on it: ``time`` (first run after the change),
+    ``label`` (``group N: +x%``).
+    """
 
     title: str
     frame: pl.DataFrame
+    marks: pl.DataFrame | None = None
+
+
+def _marks(rows: list[dict[str, Any]], start: dict[str, int]) -> pl.DataFrame:
+    out = [{"time": start.get(r["run_id"]), "label": f"group {r['group']}: "
+            + ("n/a" if r["change_pct"] is None else f"{r['change_pct']:+.0f}%")}
+           for r in rows if start.get(r["run_id"]) is not None]  # fmt: skip
+    df = pl.DataFrame(out, schema={"time": pl.Int64, "label": pl.String})
+    return df.unique(maintain_order=True).select(
+        pl.from_epoch("time", time_unit="ns").alias("time"), "label")
 
 
 def collect_history(
     wh: WarehouseLike, *, since: str | None, run: str | None = None, max_regressions: int = 3
 ) -> list[Trend] | None:
-    """Step time over runs, plus one trend per regression ``Warehouse.check`` finds for ``run``.
+    """Step time over runs with its change points, then one trend per recent alert group.
 
-    ``None`` where the warehouse has no ``history`` method (no history data). Points
-    of a regressed metric from its first regressed run (``since``) on are flagged.
+    ``None`` where the warehouse has no ``history`` method (no history data). Change points
+    come from ``Warehouse.changes`` (each drawn as a rule labelled with its alert group);
+    the groups shown are the ``max_regressions`` most recent, each by its largest kernel or
+    category, and points of a metric ``Warehouse.check`` finds regressed for ``run`` are
+    flagged from the change's first run on.
     """
     history = getattr(wh, "history", None)
     if history is None:
@@ -233,6 +250,14 @@ def collect_history(
         return None
     if steps is None or steps.is_empty():
         return []
+    start = dict(zip(steps["run_id"].to_list(), steps["start_ns"].to_list(), strict=True))
+    rows: list[dict[str, Any]] = []
+    changes = getattr(wh, "changes", None)
+    if changes is not None:
+        try:
+            rows = list(changes(since=since).to_dicts())
+        except TracewhError:
+            rows = []
     findings: list[Any] = []
     check = getattr(wh, "check", None)
     if check is not None and run is not None:
@@ -241,19 +266,30 @@ def collect_history(
         except TracewhError:
             findings = []
     step_flags = {f.since_run_id or f.run_id for f in findings if f.metric_kind == "step"}
-    trends = [Trend("Step time per run", _trend(steps, "step_ns", step_flags))]
-    for f in findings[:max_regressions]:
-        if f.metric_kind == "step":
+    trends = [Trend("Step time per run", _trend(steps, "step_ns", step_flags),
+                    _marks([r for r in rows if r["metric"] == "step"], start))]  # fmt: skip
+    flagged = {f.metric: f.since_run_id for f in findings}
+    groups = sorted({r["group"] for r in rows if r["group"] is not None})[:max_regressions]
+    for g in groups:
+        lead = next((r for r in rows if r["group"] == g and r["metric"] in ("kernel", "category")), None)
+        if lead is None:
             continue
-        key = "kernel" if f.metric_kind == "kernel" else "category"
+        arg = {"kernel": lead["name"]} if lead["metric"] == "kernel" else {"category": lead["key"]}
         try:
-            frame = _as_frame(history(since=since, **{key: f.metric}))
+            frame = _as_frame(history(since=since, **arg))
         except TracewhError:
             continue
-        if frame is not None and not frame.is_empty():
-            pct = f" (+{100 * f.change_fraction:.0f}%)" if f.change_fraction is not None else ""
-            trends.append(Trend(f"Regression: {f.metric}{pct}, GPU time per step",
-                                _trend(frame, "time_per_step_ns", {f.since_run_id or f.run_id})))
+        if frame is None or frame.is_empty():
+            continue
+        frame = frame.filter(pl.col("run_id").is_in(
+            [r["run_id"] for r in rows if r["group"] == g] + list(start)))  # fmt: skip
+        what = lead["short_name"] or lead["key"]
+        pct = "" if lead["change_pct"] is None else f" ({lead['change_pct']:+.0f}%)"
+        same = [r for r in rows if r["key"] == lead["key"] and r["metric"] == lead["metric"]]
+        trends.append(Trend(
+            f"Change group {g}: {lead['metric']} {what}{pct} since {lead['day']}, GPU time per step",
+            _trend(frame, "time_per_step_ns", {flagged.get(lead["key"])}), _marks(same, start),
+        ))  # fmt: skip
     return trends
 
 
