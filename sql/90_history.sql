@@ -1,4 +1,5 @@
--- 90_history.sql: per-run metrics normalised per step, comparable runs, history series.
+-- 90_history.sql: per-run metrics normalised per step, history series. (Which runs are
+-- comparable is tracewh.analysis.workload: labels, else the trace's fingerprint.)
 --
 -- Normalisation: a run's *step divisor* is its number of ProfilerStep#N (distinct N in
 -- `steps`), or 1 when the trace has no steps; every "per step" value below is a run total
@@ -51,26 +52,6 @@
 --            kernel_wait_per_step_ns, other_wait_per_step_ns (run_gpu_time / step_divisor),
 --            gpu_busy_fraction, gpu_idle_fraction (gpu_busy_ns, gpu_idle_ns / gpu_window_ns;
 --            all from run_gpu_summary)
---
--- tw_label_values(labels_json, keys)  (scalar macro)
---   the values of the labels `keys` (a list of label names) in labels_json, as a list (NULL
---   for a missing label).
---
--- run_baselines(run_list, keys := ['model', 'branch'], n := NULL)  (table macro)
---   grain: one row per (target run, run in its window): each run of the list `run_list`
---          (age 0) and its comparable runs that started before it, most recent first (age 1,
---          2, ...; at most n of them, NULL: all).
---   columns: target_run_id, run_id, age, day, start_ns, rank, tied_by ('labels' | 'job')
---   Comparable: same rank, device_name and backend (NULL matches NULL), and, when the target
---   has any of the labels `keys`, the same values of all those labels (missing matches
---   missing: tied_by 'labels'); when it has none of them, the same job (tied_by 'job').
---   Nightly runs of one model have a different job (directory) each night: the label set ties
---   them.
---
--- comparable_runs(run, keys := ['model', 'branch'])  (table macro)
---   grain: one row per run comparable with `run` that started before it (run_baselines,
---          age >= 1).
---   columns: run_id, age, day, start_ns, rank, tied_by
 --
 -- metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL)  (table macro)
 --   grain: one row per visible run whose day >= since (a DATE; NULL: all), oldest first.
@@ -241,60 +222,6 @@ SELECT
 FROM runs r
 JOIN run_steps s ON s.run_id = r.run_id
 LEFT JOIN run_gpu_summary() g ON g.run_id = r.run_id;
-
-CREATE OR REPLACE MACRO tw_label_values(labels_json, keys) AS
-    list_transform(
-        CAST(keys AS VARCHAR[]),
-        lambda lbl: json_extract_string(labels_json, '$."' || replace(lbl, '"', '\"') || '"')
-    );
-
-CREATE OR REPLACE MACRO run_baselines(run_list, keys := ['model', 'branch'], n := NULL) AS TABLE
-WITH t AS (
-    SELECT
-        r.run_id, r.start_ns, r.rank, r.device_name, r.backend, r.job,
-        tw_label_values(r.labels_json, keys) AS label_values
-    FROM runs r
-    WHERE list_contains(CAST(run_list AS VARCHAR[]), r.run_id)
-),
-t2 AS (
-    SELECT *, list_bool_or(list_transform(label_values, lambda v: v IS NOT NULL)) AS by_labels
-    FROM t
-),
-pairs AS (
-    SELECT
-        t2.run_id AS target_run_id, p.run_id, p.day, p.start_ns, p.rank,
-        CASE WHEN t2.by_labels THEN 'labels' ELSE 'job' END AS tied_by,
-        row_number() OVER (
-            PARTITION BY t2.run_id ORDER BY p.start_ns DESC, p.run_id DESC
-        ) AS age
-    FROM t2
-    JOIN runs p
-        ON p.start_ns < t2.start_ns
-        AND p.rank IS NOT DISTINCT FROM t2.rank
-        AND p.device_name IS NOT DISTINCT FROM t2.device_name
-        AND p.backend IS NOT DISTINCT FROM t2.backend
-        AND CASE
-            WHEN t2.by_labels
-                THEN tw_label_values(p.labels_json, keys) IS NOT DISTINCT FROM t2.label_values
-            ELSE p.job IS NOT DISTINCT FROM t2.job
-        END
-)
-SELECT target_run_id, run_id, age, day, start_ns, rank, tied_by
-FROM pairs
-WHERE n IS NULL OR age <= n
-UNION ALL
-SELECT
-    t2.run_id, t2.run_id, 0, r.day, r.start_ns, r.rank,
-    CASE WHEN t2.by_labels THEN 'labels' ELSE 'job' END
-FROM t2
-JOIN runs r ON r.run_id = t2.run_id
-ORDER BY target_run_id, age;
-
-CREATE OR REPLACE MACRO comparable_runs(run, keys := ['model', 'branch']) AS TABLE
-SELECT run_id, age, day, start_ns, rank, tied_by
-FROM run_baselines([run], keys := keys)
-WHERE age >= 1
-ORDER BY age;
 
 CREATE OR REPLACE MACRO metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL) AS TABLE
 SELECT

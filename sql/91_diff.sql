@@ -1,13 +1,15 @@
 -- 91_diff.sql: two runs side by side (per step, see 90_history.sql).
 --
 -- run_diff(a, b, level := 'kernel', tolerance := 0.05, min_delta_ns := 1000)  (table macro)
---   grain: one row per group (GPU op name for level 'kernel', else short_name or category)
---          present in run a or run b.
---   columns: name, category (kernel level only), calls_a, calls_b, calls_per_step_a,
+--   grain: one row per group (kernel_key for level 'kernel', 07_kernel_keys.sql, so a kernel
+--          renamed by a recompile is one group; else short_name or category) present in run
+--          a or run b.
+--   columns: name (kernel level: the op name with the most time, run b's where it ran
+--            there; else the group), category (kernel level only), calls_a, calls_b, calls_per_step_a,
 --            calls_per_step_b, time_per_step_a_ns, time_per_step_b_ns, mean_a_ns, mean_b_ns,
 --            delta_per_step_ns (time_per_step_b_ns - time_per_step_a_ns, a missing side
 --            counting 0), ratio (time_per_step_b_ns / time_per_step_a_ns; NULL when a side is
---            missing or 0), status
+--            missing or 0), status, kernel_key (kernel level; else NULL)
 --   status: 'added' (absent from a), 'removed' (absent from b), 'slower' (ratio > 1 +
 --           tolerance and delta_per_step_ns >= min_delta_ns), 'faster' (ratio < 1 - tolerance
 --           and -delta_per_step_ns >= min_delta_ns), else 'unchanged' (within noise: a pair of
@@ -30,15 +32,35 @@ WITH lv AS (
         ELSE error('run_diff: level must be kernel, short_name or category, not ' || level)
     END AS want
 ),
+g0 AS (
+    -- at the kernel level a group is a kernel key (07_kernel_keys.sql): a kernel renamed by a
+    -- recompile (triton_..._0 -> _3) is the same group in both runs
+    SELECT g.*,
+           CASE WHEN lv.want = 'kernel' THEN coalesce(k.kernel_key, g.group_name)
+                ELSE g.group_name END AS gkey
+    FROM run_group_metrics g
+    CROSS JOIN lv
+    LEFT JOIN kernel_keys k ON lv.want = 'kernel' AND k.name = g.group_name
+    WHERE (g.run_id = a OR g.run_id = b) AND g.group_level = lv.want
+),
+g1 AS (
+    SELECT run_id, gkey, arg_max(group_name, total_ns) AS group_name,
+           arg_max(category, total_ns) AS category, sum(calls) AS calls,
+           sum(calls_per_step) AS calls_per_step, sum(time_per_step_ns) AS time_per_step_ns,
+           sum(total_ns) / sum(calls) AS mean_ns
+    FROM g0
+    GROUP BY run_id, gkey
+),
 ga AS (
-    SELECT g.* FROM run_group_metrics g, lv WHERE g.run_id = a AND g.group_level = lv.want
+    SELECT * FROM g1 WHERE run_id = a
 ),
 gb AS (
-    SELECT g.* FROM run_group_metrics g, lv WHERE g.run_id = b AND g.group_level = lv.want
+    SELECT * FROM g1 WHERE run_id = b
 ),
 j AS (
     SELECT
-        coalesce(ga.group_name, gb.group_name) AS name,
+        coalesce(gb.group_name, ga.group_name) AS name,
+        coalesce(ga.gkey, gb.gkey) AS gkey,
         coalesce(ga.category, gb.category) AS category,
         ga.run_id IS NOT NULL AS in_a,
         gb.run_id IS NOT NULL AS in_b,
@@ -51,7 +73,7 @@ j AS (
         ga.mean_ns AS mean_a_ns,
         gb.mean_ns AS mean_b_ns
     FROM ga
-    FULL JOIN gb ON ga.group_name IS NOT DISTINCT FROM gb.group_name
+    FULL JOIN gb ON ga.gkey IS NOT DISTINCT FROM gb.gkey
 ),
 d AS (
     SELECT
@@ -70,7 +92,8 @@ SELECT
         WHEN ratio > 1 + tolerance AND delta_per_step_ns >= min_delta_ns THEN 'slower'
         WHEN ratio < 1 - tolerance AND -delta_per_step_ns >= min_delta_ns THEN 'faster'
         ELSE 'unchanged'
-    END AS status
+    END AS status,
+    CASE WHEN (SELECT want FROM lv) = 'kernel' THEN gkey END AS kernel_key
 FROM d
 ORDER BY abs(delta_per_step_ns) DESC, name;
 

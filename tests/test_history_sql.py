@@ -1,10 +1,9 @@
-"""sql/90_history.sql, 91_diff.sql, 92_check.sql on hand-made runs, against plain Python."""
+"""sql/90_history.sql and 91_diff.sql on hand-made runs, against plain Python."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +203,7 @@ def test_metric_history_by_hand(
     assert rows["Z"]["gpu_idle_fraction"] is None
 
 
-# ------------------------------------------------------------- comparable / check
+# ------------------------------------------------------------- nightly rows
 
 DAY0 = dt.date(2025, 1, 1)
 NIGHT_NS = 86_400 * 10**9
@@ -232,74 +231,13 @@ def _runs_and_ops(model: str, prefix: str, rank: int = 0) -> tuple[list[dict[str
     return runs, ops, steps
 
 
-@pytest.fixture(scope="module")
-def check_con() -> Any:
-    r1, o1, s1 = _runs_and_ops("m", "m")
-    r2, o2, s2 = _runs_and_ops("other", "o")  # another model on the same nights
-    r3, o3, s3 = _runs_and_ops("m", "r1_", rank=1)  # rank 1 of model m
-    for r in r2:
-        r["start_ns"] += 1  # interleaved in time
-    return warehouse(runs=r1 + r2 + r3, gpu_ops=o1 + o2 + o3, steps=s1 + s2 + s3)
-
-
-def test_comparable_runs_tie_by_labels_rank_and_device(check_con: Any) -> None:
-    con = check_con
-    got = query(con, "SELECT * FROM comparable_runs('m7')")
-    assert got["run_id"].to_list() == [f"m{i}" for i in range(6, -1, -1)]
-    assert got["age"].to_list() == list(range(1, 8))
-    assert set(got["tied_by"]) == {"labels"}
-    # without the label keys, runs tie by job: every night has its own job -> none
-    got = query(con, "SELECT * FROM comparable_runs('m7', keys := ['nope'])")
-    assert got.is_empty()
-
-
-def test_run_check_matches_median_and_mad(check_con: Any) -> None:
-    con = check_con
-    n = 5
-    got = query(con, "SELECT * FROM run_check(['m7'], n := ?, min_ns := 1000, floor_ns := 100)", [n])
-    rows = {(r["metric_kind"], r["metric"]): r for r in got.iter_rows(named=True)}
-    # k_big per step: 3 calls x BIG[i] * 50 ns
-    per_step = [3 * b * 50 for b in BIG]
-    base = per_step[7 - n:7]
-    med = statistics.median(base)
-    mad = statistics.median(abs(v - med) for v in base)
-    big = rows[("kernel", "k_big")]
-    assert big["value_ns"] == per_step[7]
-    assert big["baseline_ns"] == pytest.approx(med)
-    assert big["mad_ns"] == pytest.approx(mad)
-    assert big["baseline_runs"] == n
-    bound = max(0.10 * med, 3.0 * 1.4826 * mad, 100)
-    assert big["status"] == ("regression" if per_step[7] - med > bound else "ok") == "regression"
-    assert big["change_fraction"] == pytest.approx(per_step[7] / med - 1)
-    # night 6 crossed too (1400 vs ~1000): since = m6
-    assert (big["since_run_id"], big["since_day"]) == ("m6", DAY0 + dt.timedelta(days=6))
-    # the category moved with it; k_small (40 ns per step) is below min_ns: not listed
-    assert rows[("category", "gemm")]["status"] == "regression"
-    assert ("kernel", "k_small") not in rows
-    # step time is constant: ok
-    assert rows[("step", "step_ns")]["status"] == "ok"
-    assert rows[("step", "step_ns")]["value_ns"] == STEP_NS
-
-
-def test_run_check_noise_only_and_insufficient(check_con: Any) -> None:
-    con = check_con
-    got = query(con, "SELECT * FROM run_check(['m5'], min_ns := 1000, floor_ns := 100)")
-    assert set(got["status"]) == {"ok"}
-    got = query(con, "SELECT * FROM run_check(['m1', 'r1_1'], min_ns := 1000)")
-    assert set(got["status"]) == {"insufficient"}
-    assert set(got["target_run_id"]) == {"m1", "r1_1"}
-
-
 def test_new_views_run_on_an_empty_warehouse() -> None:
     con = warehouse()
     for sql in (
         "SELECT * FROM run_steps", "SELECT * FROM run_group_metrics", "SELECT * FROM run_gpu_time",
-        "SELECT * FROM run_metrics", "SELECT * FROM comparable_runs('x')",
-        "SELECT * FROM run_baselines(['x'])", "SELECT * FROM metric_history()",
+        "SELECT * FROM run_metrics", "SELECT * FROM metric_history()",
         "SELECT * FROM run_gpu_summary(kernel_pattern := 'x', since := DATE '2025-01-01')",
         "SELECT * FROM run_diff('a', 'b')", "SELECT * FROM run_compare('a', 'b')",
-        "SELECT * FROM run_window_values(['x'])", "SELECT * FROM run_check(['x'])",
-        "SELECT tw_label_values('{\"a\": \"1\"}', ['a', 'b'])",
     ):  # fmt: skip
         con.execute(sql).fetchall()
 
