@@ -151,3 +151,37 @@ def test_four_unrelated_models_in_one_folder_are_neither_comparable_nor_ranks() 
     minhash["model3"] = minhash["model2"]
     wl2 = assign_workloads(src.run_table())
     assert wl2["workload"].n_unique() == 3
+
+
+FOUR = (
+    "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "critical_path__cuda_event_sync__event_sync_trace.json.gz",
+    "critical_path__cuda_event_sync_multi_stream__event_sync_trace.json.gz",
+    "execution_trace__benchmark_simple_add_trace.json.gz",
+)
+
+
+def test_four_real_traces_in_one_folder(shared_traces: Any, tmp_path: Any) -> None:
+    """Four different real traces (same GPU model, all rank 0) ingested from one folder: four
+    workloads, no comparable predecessor (check exits 0 saying so), no multi-rank job."""
+    from typer.testing import CliRunner
+
+    from tracewh.api import Warehouse
+    from tracewh.cli import app
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for name in FOUR:
+        (folder / name).symlink_to(shared_traces / name)
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([folder]).ok
+    runs = wh.runs()
+    assert runs["job"].n_unique() == 1 and runs["device_name"].n_unique() == 1
+    assert runs["workload"].n_unique() == 4 and set(runs["workload_by"]) == {"fingerprint"}
+    res = CliRunner().invoke(app, ["check", "-w", str(tmp_path / "wh")])
+    assert res.exit_code == 0, res.output
+    assert "too few comparable earlier runs" in res.output
+    assert wh.rank_runs(str(folder)) == [wh.resolve_run("latest").run_id]
+    imb = wh.ranks(str(folder))
+    assert set(imb["ranks"].to_list()) == {1}
+    assert changes(wh, since=None).changes.is_empty()
