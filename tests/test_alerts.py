@@ -185,3 +185,29 @@ def test_four_real_traces_in_one_folder(shared_traces: Any, tmp_path: Any) -> No
     imb = wh.ranks(str(folder))
     assert set(imb["ranks"].to_list()) == {1}
     assert changes(wh, since=None).changes.is_empty()
+
+
+def test_unusable_runs_stay_out_of_the_series_and_the_baselines() -> None:
+    """Three nights with duplicated events (twice the kernel time) and one capture-only trace
+    in a quiet history: left out by default (and said), a change when they are kept."""
+    runs, ops, steps = _nights(40, labels={"model": "m"}, seed=4)
+    bad = {"n030r0": {"duplicate_events": 9}, "n031r0": {"duplicate_events": 9},
+           "n032r0": {"duplicate_events": 9}, "n039r0": {"capture_only": 1}}  # fmt: skip
+    for r in runs:
+        if r["run_id"] in bad:
+            r["anomalies_json"] = json.dumps(bad[r["run_id"]])
+    for o in ops:
+        if o["run_id"] in bad:
+            o["dur_ns"] *= 2
+    src = _source(runs, ops, steps)
+    rep = changes(src, since=None, min_ms=0.0)
+    assert rep.changes.is_empty(), rep.to_dicts()
+    assert sorted(rep.excluded["run_id"].to_list()) == sorted(bad)
+    assert set(rep.excluded["reasons"]) == {"duplicated_events", "capture"}
+    kept = changes(src, since=None, min_ms=0.0, include_unusable=True)
+    assert kept.excluded.is_empty()
+    assert {d["run_id"] for d in kept.to_dicts()} >= {"n030r0"}
+    chk = check(src, "n038r0")
+    assert not chk.regressed and chk.checked[0].baseline_runs == 38 - 3
+    assert sorted(chk.excluded["run_id"].to_list()) == sorted(set(bad) - {"n039r0"})
+    assert check(src, "latest").insufficient[0].unusable == "capture"

@@ -138,18 +138,15 @@ def changes(
     if min_change < 0 or min_ms < 0 or floor_ms < 0:
         raise UsageError("--min-change, --min-ms and the floor must be >= 0")
     first = parse_since(since, today=today) if since is not None else None
-    rs = run_set(src, keys=keys, threshold=threshold, include_unusable=include_unusable)
+    rs = run_set(src, keys=keys, threshold=threshold, include_unusable=True)
     runs = where_frame(rs.runs, where or {})
     if first is not None:
         runs = runs.filter(pl.col("day") >= first)
-    excluded = rs.excluded.join(rs.runs.select("run_id"), on="run_id", how="anti")
-    excl = (
-        src.run_table().select("run_id", "day", "labels_json", "rank")
-        .join(excluded, on="run_id", how="inner")
-    )  # fmt: skip
-    excl = where_frame(excl, where or {})
-    if first is not None:
-        excl = excl.filter(pl.col("day") >= first)
+    excl = runs.join(rs.excluded, on="run_id", how="inner")
+    if include_unusable:
+        excl = excl.clear()
+    else:
+        runs = runs.join(rs.excluded.select("run_id"), on="run_id", how="anti")
     params: dict[str, Any] = {
         "since": first.isoformat() if first else None, "kernel": kernel, "category": category,
         "module": module, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
