@@ -9,7 +9,12 @@ workload:
   ``_out_of_range`` for times: ``base_time_out_of_range``, ``end_out_of_range``, ``ts_*``,
   or ``far_timestamps``);
 * ``truncated``: the profiling window was cut short (``truncated_window``/``truncated``);
-* ``duplicated_events``: events written twice (``duplicate_events``/``duplicated_events``).
+* ``duplicated_events``: events written twice (``duplicate_events``/``duplicated_events``);
+* ``correlation_reuse``: GPU ops linked to the wrong launch (a correlation id reused).
+
+``gpu_outside_cpu_window`` (GPU ops far outside the CPU window) counts as far-out
+timestamps. The keys ``duplicate_events``, ``correlation_reuse`` and
+``gpu_outside_cpu_window`` are the reliability issue's baseline-gating anomalies.
 
 The anomaly keys are those the ingest records in ``runs.anomalies_json``; :data:`UNUSABLE`
 maps each to its reason. Pure: a Polars frame in, a frame out.
@@ -28,6 +33,8 @@ UNUSABLE: dict[str, str] = {
     "ts_out_of_range": "far_timestamps",
     "far_timestamps": "far_timestamps",
     "far_out_timestamps": "far_timestamps",
+    "gpu_outside_cpu_window": "far_timestamps",
+    "correlation_reuse": "correlation_reuse",
     "truncated": "truncated",
     "truncated_window": "truncated",
     "duplicate_events": "duplicated_events",
