@@ -138,14 +138,19 @@
 --            bucket, the level before its first event included: the peak is never lost),
 --            reserved_bytes, max_reserved_bytes
 --
--- run_memory  (view, warehouse-wide)
---   grain: one row per (run, device) with [memory] events.
+-- run_memory_in(run_ids)  (table macro)
+--   grain: one row per (run of the list `run_ids`, device with [memory] events).
 --   columns: run_id, device_type, device_kind, device, device_name, events,
---            peak_allocated_bytes, peak_reserved_bytes, n_steps, peak_allocated_per_step_bytes
+--            peak_allocated_bytes, peak_reserved_bytes, n_steps, peak_allocated_per_step_bytes,
+--            step_peak_sd_bytes (standard deviation of the steps' peaks; NULL with fewer
+--            than 2 steps)
 --   peak_allocated_per_step_bytes: the highest peak allocated of any ProfilerStep of the run
 --   (the level a step opens with included, as memory_steps); the run's peak allocated when
 --   it has no steps. It is what a history compares: runs with more or fewer steps than
 --   before still compare (a peak does not add up over steps).
+--
+-- run_memory  (view, warehouse-wide)
+--   grain and columns: run_memory_in over every visible run.
 
 CREATE OR REPLACE MACRO tw_device_kind(device_type) AS
     CASE device_type
@@ -608,29 +613,31 @@ FROM b
 GROUP BY device_type, device_kind, device, device_name, bucket
 ORDER BY device_kind, device, bucket;
 
-CREATE OR REPLACE VIEW run_memory AS
-WITH ids AS (
-    SELECT list(run_id) AS run_ids FROM runs
-),
-ev AS (
+CREATE OR REPLACE MACRO run_memory_in(run_ids) AS TABLE
+WITH ev AS (
     SELECT run_id, device_type, device_kind, device, device_name,
            count(*) AS events,
            max(allocated_bytes) AS peak_allocated_bytes,
            max(reserved_bytes) AS peak_reserved_bytes
-    FROM memory_events_in((SELECT run_ids FROM ids))
+    FROM memory_events_in(run_ids)
     GROUP BY run_id, device_type, device_kind, device, device_name
 ),
 st AS (
     SELECT run_id, device_kind, device, count(*) AS n_steps,
-           max(peak_allocated_bytes) AS step_peak
-    FROM memory_steps_in((SELECT run_ids FROM ids))
+           max(peak_allocated_bytes) AS step_peak,
+           stddev_samp(peak_allocated_bytes) AS step_peak_sd
+    FROM memory_steps_in(run_ids)
     GROUP BY run_id, device_kind, device
 )
 SELECT
     ev.run_id, ev.device_type, ev.device_kind, ev.device, ev.device_name, ev.events,
     ev.peak_allocated_bytes, ev.peak_reserved_bytes,
     coalesce(st.n_steps, 0) AS n_steps,
-    coalesce(st.step_peak, ev.peak_allocated_bytes) AS peak_allocated_per_step_bytes
+    coalesce(st.step_peak, ev.peak_allocated_bytes) AS peak_allocated_per_step_bytes,
+    st.step_peak_sd AS step_peak_sd_bytes
 FROM ev
 LEFT JOIN st ON st.run_id = ev.run_id AND st.device_kind = ev.device_kind
             AND st.device IS NOT DISTINCT FROM ev.device;
+
+CREATE OR REPLACE VIEW run_memory AS
+SELECT * FROM run_memory_in((SELECT list(run_id) FROM runs));

@@ -3,7 +3,8 @@
 -- series_values(since := NULL, kernel_pattern := NULL, category_name := NULL, module_prefix := NULL)  (table macro)
 --   grain: one row per (run, metric, key) of the visible runs of day >= since (a DATE; NULL:
 --          all); a kernel, category or module absent from a run has no row (it ran 0 ms).
---   columns: run_id, metric ('step' | 'idle' | 'category' | 'kernel' | 'module'), key (step:
+--   columns: run_id, metric ('step' | 'idle' | 'category' | 'kernel' | 'module' | 'memory'),
+--            key (memory: 'peak_allocated_gpu' | 'peak_allocated_cpu'; step:
 --            'step_ns'; idle: 'gpu_idle_fraction'; category: the category; kernel: its
 --            kernel_key (07_kernel_keys.sql); module: the module path cut below the level of
 --            module_prefix, by default the root module's direct children, 'Root/child'), name
@@ -11,14 +12,18 @@
 --            key), short_name (kernel: that op's short name), category (kernel: its
 --            category), value (per step: step: mean ProfilerStep wall time in ns, as run_steps;
 --            idle: gpu_idle_fraction of run_gpu_summary, 0..1; category, kernel, module: summed
---            GPU op time / step_divisor in ns, as run_group_metrics), step_sd (standard
+--            GPU op time / step_divisor in ns, as run_group_metrics; memory: in BYTES, the
+--            peak allocated per step of run_memory_in (65_memory.sql), the largest over the
+--            run's devices of that type), step_sd (standard
 --            deviation of the value across the run's steps, same unit: step wall times, or
 --            per-step sums of the ops launched in each ProfilerStep with a step where the
---            group did not run counting 0; NULL with fewer than 2 steps and for idle), n_steps
+--            group did not run counting 0; memory: of the steps' peaks; NULL with fewer than
+--            2 steps and for idle), n_steps
 --   Filters: kernel_pattern (op name or short name, case-insensitive, a glob with * ? [, else a
 --   substring, as metric_history), category_name (exact, case-insensitive) and module_prefix
 --   (module_path equal to it or under it, 'Root/child/...') restrict the kernel, category and
---   module rows to the matching ops; with any filter the step and idle rows are left out.
+--   module rows to the matching ops; with any filter the step, idle and memory rows are
+--   left out.
 
 CREATE OR REPLACE MACRO series_values(since := NULL, kernel_pattern := NULL, category_name := NULL, module_prefix := NULL) AS TABLE
 WITH o AS (
@@ -111,4 +116,18 @@ SELECT g.run_id, 'idle', 'gpu_idle_fraction', 'gpu_idle_fraction', NULL, NULL,
 FROM run_gpu_summary(since := since) g
 JOIN rs ON rs.run_id = g.run_id
 WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL
-  AND g.gpu_idle_fraction IS NOT NULL;
+  AND g.gpu_idle_fraction IS NOT NULL
+UNION ALL
+SELECT m.run_id, 'memory', 'peak_allocated_' || m.device_type, 'peak_allocated_' || m.device_type,
+       NULL, NULL, CAST(m.peak_allocated_per_step_bytes AS DOUBLE), m.step_peak_sd_bytes,
+       rs.n_steps
+FROM (
+    SELECT run_id, device_type,
+           arg_max(peak_allocated_per_step_bytes, peak_allocated_per_step_bytes)
+               AS peak_allocated_per_step_bytes,
+           arg_max(step_peak_sd_bytes, peak_allocated_per_step_bytes) AS step_peak_sd_bytes
+    FROM run_memory_in((SELECT list(run_id) FROM rs))
+    GROUP BY run_id, device_type
+) m
+JOIN rs ON rs.run_id = m.run_id
+WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL;

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from tracewh.analysis.changepoint import DEFAULT_ALPHA
-from tracewh.analysis.changes import DetectOptions, find_changes, group_changes
+from tracewh.analysis.changes import DetectOptions, find_changes, group_changes, metric_unit
 from tracewh.analysis.health import unusable_runs
 from tracewh.analysis.workload import DEFAULT_KEYS, DEFAULT_THRESHOLD, assign_workloads
 from tracewh.errors import UsageError
@@ -92,17 +92,19 @@ class ChangesReport:
     params: Mapping[str, Any]
 
     def to_dicts(self) -> list[dict[str, Any]]:
-        """One JSON-ready object per change: times in ms per step (fractions for idle)."""
+        """One JSON-ready object per change: times in ms per step (fractions for idle, bytes
+        for memory)."""
         out = []
         for r in self.changes.iter_rows(named=True):
-            scale = 1e6 if r["metric"] != "idle" else 1.0
+            unit = metric_unit(r["metric"])
+            scale = 1e6 if unit == "ns/step" else 1.0
             out.append({
                 "metric": r["metric"], "key": r["key"], "name": r["name"],
                 "short_name": r["short_name"], "category": r["category"],
                 "run_id": r["run_id"], "day": r["day"].isoformat() if r["day"] else None,
                 "commit": r["commit"], "prev_run_id": r["prev_run_id"],
                 "before": r["before"] / scale, "after": r["after"] / scale,
-                "unit": "ms/step" if r["metric"] != "idle" else "fraction",
+                "unit": "ms/step" if unit == "ns/step" else unit,
                 "change_pct": r["change_pct"], "p_value": r["p_value"],
                 "noise_pct": r["noise_pct"], "provisional": r["provisional"],
                 "runs_before": r["index"], "runs_after": r["runs_after"],

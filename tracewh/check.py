@@ -31,27 +31,28 @@ import polars as pl
 
 from tracewh.alerts import commit_label, run_set
 from tracewh.analysis.changepoint import DEFAULT_ALPHA, ChangePoint, detect
-from tracewh.analysis.changes import TIME_METRICS, ZERO_FILLED
+from tracewh.analysis.changes import MEMORY_FLOOR_BYTES, TIME_METRICS, ZERO_FILLED, metric_unit
 from tracewh.analysis.workload import DEFAULT_KEYS
 from tracewh.errors import UsageError
 from tracewh.runsel import Source
 
 _KIND = {"step": "step", "idle": "idle", "category": "category", "kernel": "kernel",
-         "module": "module"}  # fmt: skip
+         "module": "module", "memory": "memory"}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Finding:
     """One metric of one checked run that moved.
 
-    Times are nanoseconds per step (the idle fraction: 0..1); ``change_fraction`` is
+    Times are nanoseconds per step (the idle fraction: 0..1; memory, the peak allocated
+    per step: bytes; ``to_dict`` says which in ``unit``); ``change_fraction`` is
     relative to the baseline (``0.3`` = 30% slower). ``metric`` is ``step_ns``, the idle
     fraction's name, a category, a module or a kernel key; ``name`` the kernel's raw name.
     """
 
     run_id: str
     rank: int | None
-    metric_kind: str  # step | idle | category | module | kernel
+    metric_kind: str  # step | idle | category | module | kernel | memory
     metric: str
     name: str | None
     short_name: str | None
@@ -74,6 +75,7 @@ class Finding:
         """A JSON-ready dict (dates as ISO text)."""
         out = dict(self.__dict__)
         out["since_day"] = self.since_day.isoformat() if self.since_day else None
+        out["unit"] = metric_unit(self.metric_kind)
         return out
 
 
@@ -322,7 +324,8 @@ def _check_run(
         cps = detect(xs, within_var=wv[keep], alpha=float(p["alpha"]))
         is_time = metric in TIME_METRICS
         vd = verdict(xs, cps, threshold=float(p["threshold"]), k_mad=float(p["k_mad"]),
-                     floor=float(p["floor_ms"]) * 1e6 if is_time else 0.0,
+                     floor=float(p["floor_ms"]) * 1e6 if is_time
+                     else MEMORY_FLOOR_BYTES if metric == "memory" else 0.0,
                      baseline=p["baseline"])  # fmt: skip
         if metric in ZERO_FILLED and max(vd.level, vd.baseline or 0.0, float(xs[-1])) < min_ns:
             continue
@@ -355,7 +358,7 @@ def _grouped(findings: list[Finding], runs: pl.DataFrame) -> list[Finding]:
                   key=lambda k: -max((start.get(f.since_run_id or "", 0) or 0) for f in findings
                                      if inst.get(f.since_run_id or "", "") == k))  # fmt: skip
     num = {k: i + 1 for i, k in enumerate(keys)}
-    order = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4}
+    order = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5}
     out = [Finding(**{**f.__dict__, "group": num[inst.get(f.since_run_id or "", "")]})
            for f in findings]  # fmt: skip
     return sorted(out, key=lambda f: (f.group, order.get(f.metric_kind, 9),

@@ -30,11 +30,23 @@ import polars as pl
 
 from tracewh.analysis.changepoint import DEFAULT_ALPHA, detect
 
-#: Metrics whose value is a time per step in ns (the others: a fraction).
+#: Metrics whose value is a time per step in ns (the others: a fraction, or bytes).
 TIME_METRICS = frozenset({"step", "category", "kernel", "module"})
+#: Metrics whose value is in bytes: the peak allocated memory per step (sql/65_memory.sql).
+BYTE_METRICS = frozenset({"memory"})
+#: Smallest change of a byte metric reported or checked: below a MiB a peak moves by
+#: allocator rounding (the caching allocator hands out 2 MiB segments), not by a change.
+MEMORY_FLOOR_BYTES = 1 << 20
 #: Metrics that count 0 in a run of the series where they have no value.
 ZERO_FILLED = frozenset({"category", "kernel", "module"})
-_METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4}
+_METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5}
+
+
+def metric_unit(metric: str) -> str:
+    """The unit of a metric's values: ``ns/step``, ``fraction`` (idle) or ``bytes`` (memory)."""
+    if metric in BYTE_METRICS:
+        return "bytes"
+    return "ns/step" if metric in TIME_METRICS else "fraction"
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,8 @@ def _one(
     for c in found:
         delta = c.after - c.before
         if metric in TIME_METRICS and abs(delta) < opt.floor:
+            continue
+        if metric in BYTE_METRICS and abs(delta) < MEMORY_FLOOR_BYTES:
             continue
         first = int(idx[c.index])
         # the name the kernel had in the newest run that ran it

@@ -9,7 +9,7 @@ import typer
 from tracewh.alerts import ChangesReport
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, handle_errors, warehouse_option
-from tracewh.cli.history_cmds import _where
+from tracewh.cli.history_cmds import _where, bytes_text
 from tracewh.errors import UsageError
 from tracewh.history import parse_threshold
 
@@ -21,6 +21,8 @@ def _short(r: dict[str, object], width: int = 60) -> str:
         return "step time"
     if metric == "idle":
         return "GPU idle fraction"
+    if metric == "memory":
+        return f"{key.removeprefix('peak_allocated_').upper()} peak allocated per step"
     if metric == "kernel":
         short = str(r["short_name"] or key)
         k = key if len(key) <= width else key[: width - 1] + "…"
@@ -29,6 +31,8 @@ def _short(r: dict[str, object], width: int = 60) -> str:
 
 
 def _value(r: dict[str, object], v: float) -> str:
+    if r["metric"] == "memory":
+        return bytes_text(v)
     return f"{v:.3f}" if r["metric"] == "idle" else f"{v:.3f} ms"
 
 

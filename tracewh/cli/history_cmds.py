@@ -27,6 +27,14 @@ def _ms(ns: float | None) -> str:
     return "n/a" if ns is None else f"{ns / 1e6:.3f} ms"
 
 
+def bytes_text(nbytes: float) -> str:
+    """Bytes for people: ``6.630 GB``, ``38.5 MB`` (1000-based, as the tables)."""
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(nbytes) >= div:
+            return f"{nbytes / div:.3f} {unit}"
+    return f"{nbytes:.0f} bytes"
+
+
 def _where(pairs: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in pairs or []:
@@ -115,6 +123,8 @@ def _what(f: Finding) -> str:
         return "step time"
     if f.metric_kind == "idle":
         return "GPU idle fraction"
+    if f.metric_kind == "memory":
+        return f"{f.metric.removeprefix('peak_allocated_').upper()} peak allocated memory"
     if f.metric_kind == "kernel":
         key = f.metric if len(f.metric) <= 60 else f.metric[:59] + "…"
         short = f.short_name or key
@@ -125,6 +135,8 @@ def _what(f: Finding) -> str:
 def _val(f: Finding, v: float | None) -> str:
     if v is None:
         return "n/a"
+    if f.metric_kind == "memory":
+        return bytes_text(v)
     return f"{v:.3f}" if f.metric_kind == "idle" else _ms(v)
 
 
@@ -166,7 +178,7 @@ def report_text(report: CheckReport, *, markdown: bool = False) -> str:
         lines.append(f"{bullet}left out of the baselines: {report.excluded.height} unusable run(s) ({reasons})")
     lines.append("")
     if report.regressions:
-        lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got slower")
+        lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got worse (slower, or more memory)")
         group = None
         for f in report.regressions:
             if f.group != group:
