@@ -30,22 +30,22 @@ def _interval(ci_low: float | None, ci_high: float | None) -> str:
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def capture(
-    command: list[str] = typer.Argument(..., metavar="-- python SCRIPT [ARGS]...", help="The script to run, after --: python SCRIPT [ARGS...]."),
-    steps: int = typer.Option(3, "--steps", help="Steps recorded in the trace."),
-    wait: int = typer.Option(0, "--wait", help="Steps run before the profiler's warm-up (not profiled)."),
-    warmup: int = typer.Option(1, "--warmup", help="Profiler warm-up steps before recording (at least 1)."),
-    step_on: str = typer.Option("optimizer", "--step-on", help="What a step is: optimizer (one optimizer.step()), an nn.Module class name (one call of its forward), or module:function (one call; __main__:f for a function of the script)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Directory for the trace and run.json (default traces/<script>-<time>)."),
-    label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label stored in run.json (repeatable)."),
-    model: str | None = typer.Option(None, "--model", help="Model name (the model label)."),
+    command: list[str] = typer.Argument(..., metavar="PYTHON SCRIPT [ARGS]...", help="After --: the interpreter, the script and its arguments."),
+    steps: int = typer.Option(3, "--steps", metavar="N", help="Steps recorded in the trace."),
+    wait: int = typer.Option(0, "--wait", metavar="N", help="Steps run before the profiler's warm-up (not profiled)."),
+    warmup: int = typer.Option(1, "--warmup", metavar="N", help="Profiler warm-up steps before recording (at least 1)."),
+    step_on: str = typer.Option("optimizer", "--step-on", metavar="optimizer|MODULE_CLASS|module:function", help="What a step is: optimizer (one optimizer.step()), an nn.Module class name (one call of its forward), or module:function (one call; __main__:f for a function of the script)."),
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR", help="Directory for the trace and run.json (default traces/<script>-<time>)."),
+    label: list[str] | None = typer.Option(None, "--label", "-l", metavar="K=V", help="KEY=VALUE label stored in run.json (repeatable)."),
+    model: str | None = typer.Option(None, "--model", metavar="NAME", help="Model name (the model label)."),
     finish: bool = typer.Option(False, "--finish", help="Let the script run to its end after the capture (default: stop it cleanly)."),
     stack: bool = typer.Option(True, "--stack/--no-stack", help="with_stack: Python frames and nn.Module spans (module attribution needs them). Costs most of the overhead on Python-heavy steps."),
     modules: bool = typer.Option(True, "--modules/--no-modules", help="with_modules: module hierarchy of each op."),
     record_shapes: bool = typer.Option(True, "--record-shapes/--no-record-shapes", help="Record operator input shapes."),
     profile_memory: bool = typer.Option(False, "--profile-memory", help="Record allocations (profile_memory)."),
-    overhead_rounds: int = typer.Option(9, "--overhead-rounds", help="Traced rounds of the overhead measurement after the trace (0: none; else at least 6)."),
-    round_steps: int = typer.Option(2, "--round-steps", help="Timed steps per overhead round."),
-    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
+    overhead_rounds: int = typer.Option(9, "--overhead-rounds", metavar="N", help="Traced rounds of the overhead measurement after the trace (0: none; else at least 6)."),
+    round_steps: int = typer.Option(2, "--round-steps", metavar="N", help="Timed steps per overhead round."),
+    fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output: text or json."),
 ) -> None:
     """Run `python SCRIPT` under torch.profiler, record its first steps, measure the profiler's overhead.
 
