@@ -124,7 +124,8 @@ labels = json.load(open(sys.argv[1]))["labels"]
 pct = labels["profiler_overhead_pct"]
 low, high = labels.get("profiler_overhead_ci_low_pct"), labels.get("profiler_overhead_ci_high_pct")
 ok = "reliable" if labels["profiler_overhead_reliable"] else "UNRELIABLE"
-print(f"profiler_overhead_pct {pct:+.2f} (95% interval {low:+.2f} .. {high:+.2f}), {ok}; "
+print(f"profiler_overhead_pct {pct:+.2f} (95% interval {low:+.2f} .. {high:+.2f}, "
+      f"{labels['profiler_overhead_clock']} time), {ok}; "
       f"median step untraced {labels['step_ns_median_untraced'] / 1e6:.3f} ms")
 sys.exit(0 if low is not None and low <= pct <= high else 1)
 EOF

@@ -122,3 +122,20 @@ def test_to_dict_is_json_ready() -> None:
     assert doc["reliable"] is True and doc["unreliable_reasons"] == []
     assert doc["confidence"] == 0.95 and doc["coverage"] == pytest.approx(1 - 2 / 64, abs=1e-4)
     assert len(doc["ratios"]) == 6
+
+
+def test_the_cpu_clock_compares_cpu_times() -> None:
+    rounds = []
+    for i in range(7):
+        rounds.append(Round("untraced", (1000 + i,), (100,)))
+        if i < 6:
+            rounds.append(Round("traced", (900,), (125,)))
+    wall = estimate_overhead(rounds)
+    cpu = estimate_overhead(rounds, clock="cpu")
+    assert wall is not None and cpu is not None
+    assert wall.clock == "wall" and cpu.clock == "cpu"
+    assert cpu.pct == pytest.approx(25.0) and cpu.ci_low_pct == pytest.approx(25.0)
+    assert wall.pct < -10  # the wall times say something else entirely
+    assert cpu.to_dict()["clock"] == "cpu"
+    with pytest.raises(ValueError, match="cpu times"):
+        round_ratios([Round("untraced", (1,)), Round("traced", (1,))], "cpu")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from tracewh.capture.overhead import MIN_ROUNDS
 from tracewh.errors import UsageError
 
 LabelValue = str | int | float | bool
+ClockOption = Literal["auto", "wall", "cpu"]
 
 STEP_SPAN = "tracewh.step"
 """Name of the ``record_function`` span around every step a capture runs.
@@ -33,6 +34,7 @@ class CaptureKwargs(TypedDict, total=False):
     profile_memory: bool
     overhead_rounds: int
     round_steps: int
+    clock: ClockOption
     cuda: bool | None
 
 
@@ -64,6 +66,11 @@ class CaptureOptions:
         alternation); 0 skips the measurement. At least 6 for a 95 % interval.
     round_steps
         Timed steps per round (each round also runs one untimed step first).
+    clock
+        What the rounds compare: ``wall`` time (device synchronised) or ``cpu``
+        time of the stepping thread; ``auto``: wall when CUDA/HIP is recorded,
+        else cpu (on CPU the profiler's cost is CPU work on that thread, and a
+        shared machine's time-slicing inflates wall time, not that).
     cuda
         Record CUDA (HIP on ROCm builds) activity and synchronise the device
         around each timed step; default: when ``torch.cuda.is_available()``.
@@ -80,6 +87,7 @@ class CaptureOptions:
     profile_memory: bool = False
     overhead_rounds: int = 9
     round_steps: int = 2
+    clock: ClockOption = "auto"
     cuda: bool | None = None
 
     def __post_init__(self) -> None:
@@ -100,6 +108,8 @@ class CaptureOptions:
             )
         if self.round_steps < 1:
             raise UsageError(f"round_steps must be at least 1, got {self.round_steps}")
+        if self.clock not in ("auto", "wall", "cpu"):
+            raise UsageError(f"clock must be auto, wall or cpu, got {self.clock!r}")
         for key, value in self.labels.items():
             if not isinstance(key, str) or not key:
                 raise UsageError(f"label keys must be non-empty strings, got {key!r}")

@@ -10,7 +10,10 @@ After the recorded window, the step function (or the script) runs ``2R + 1``
 Every round starts with one untimed step (in a traced round it is the
 profiler's warm-up step; in an untraced one it lets the process settle after
 the profiler stopped), then times ``K`` steps. A round's time is the median of
-its timed steps. Each traced round ``Ti`` is compared with the mean of its two
+its timed steps, on one clock: wall time between device synchronisations when
+CUDA/HIP is recorded, else the CPU time of the thread that runs the steps (the
+profiler's cost on CPU is CPU work on that thread; time-slicing by other
+processes on a shared machine inflates wall time, not that). Each traced round ``Ti`` is compared with the mean of its two
 neighbours, ``ratio_i = Ti / ((Ui + U(i+1)) / 2)``, which cancels a linear drift
 (warm-up, clock or load trends) across the three rounds.
 
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 RoundKind = Literal["untraced", "traced"]
+Clock = Literal["wall", "cpu"]
 
 MIN_ROUNDS = 6
 """Traced rounds needed for a 95 % order-statistic interval (2 / 2**5 > 5 %)."""
@@ -51,19 +55,28 @@ METHOD = (
 
 @dataclass(frozen=True)
 class Round:
-    """One overhead round: its kind and the wall time of each timed step, in ns."""
+    """One overhead round: its kind and each timed step's wall and CPU time, in ns.
+
+    ``step_ns`` is wall time (device synchronised at both ends when CUDA/HIP is
+    recorded); ``cpu_ns`` is the CPU time of the thread that ran the step
+    (``time.thread_time_ns``), which time-slicing by other processes does not inflate.
+    """
 
     kind: RoundKind
     step_ns: tuple[int, ...]
+    cpu_ns: tuple[int, ...] = ()
 
-    @property
-    def median_ns(self) -> float:
-        """Median of the timed steps, in ns."""
-        return float(statistics.median(self.step_ns))
+    def times(self, clock: Clock) -> tuple[int, ...]:
+        """The timed steps on ``clock`` (``wall`` or ``cpu``)."""
+        return self.cpu_ns if clock == "cpu" else self.step_ns
+
+    def median(self, clock: Clock) -> float:
+        """Median of the timed steps on ``clock``, in ns."""
+        return float(statistics.median(self.times(clock)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``run.json``'s ``capture.rounds``)."""
-        return {"kind": self.kind, "step_ns": list(self.step_ns)}
+        return {"kind": self.kind, "step_ns": list(self.step_ns), "cpu_ns": list(self.cpu_ns)}
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,8 @@ class OverheadEstimate:
         estimate is below -20 %.
     reasons
         Why it is unreliable, in words (empty when reliable).
+    clock
+        The clock the steps were compared on: ``wall`` or ``cpu``.
     """
 
     pct: float
@@ -94,11 +109,13 @@ class OverheadEstimate:
     ratios: tuple[float, ...]
     reliable: bool
     reasons: tuple[str, ...]
+    clock: Clock = "wall"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``run.json``'s ``capture.overhead``)."""
         return {
             "method": METHOD,
+            "clock": self.clock,
             "estimate_pct": round(self.pct, 2),
             "ci_low_pct": _round_or_none(self.ci_low_pct),
             "ci_high_pct": _round_or_none(self.ci_high_pct),
@@ -155,7 +172,7 @@ def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, 
     return best
 
 
-def round_ratios(rounds: Sequence[Round]) -> list[float]:
+def round_ratios(rounds: Sequence[Round], clock: Clock = "wall") -> list[float]:
     """``traced / untraced`` for each traced round, against its untraced neighbours.
 
     A traced round's reference is the mean of the untraced rounds just before
@@ -171,25 +188,31 @@ def round_ratios(rounds: Sequence[Round]) -> list[float]:
     ratios: list[float] = []
     for i, rnd in enumerate(rounds):
         expected: RoundKind = "untraced" if i % 2 == 0 else "traced"
-        if rnd.kind != expected or not rnd.step_ns:
-            raise ValueError(f"round {i} is {rnd.kind!r} with {len(rnd.step_ns)} steps: "
-                             "rounds must alternate untraced/traced, untraced first, non-empty")
+        if rnd.kind != expected or not rnd.times(clock):
+            raise ValueError(
+                f"round {i} is {rnd.kind!r} with {len(rnd.times(clock))} {clock} times: "
+                "rounds must alternate untraced/traced, untraced first, non-empty"
+            )
         if rnd.kind == "untraced":
             continue
-        before = rounds[i - 1].median_ns
-        ref = (before + rounds[i + 1].median_ns) / 2.0 if i + 1 < len(rounds) else before
+        before = rounds[i - 1].median(clock)
+        ref = (before + rounds[i + 1].median(clock)) / 2.0 if i + 1 < len(rounds) else before
         if ref > 0:
-            ratios.append(rnd.median_ns / ref)
+            ratios.append(rnd.median(clock) / ref)
     return ratios
 
 
-def estimate_overhead(rounds: Sequence[Round], *, planned: int | None = None) -> OverheadEstimate | None:
+def estimate_overhead(
+    rounds: Sequence[Round], *, clock: Clock = "wall", planned: int | None = None
+) -> OverheadEstimate | None:
     """The overhead estimate, its 95 % interval and whether it is reliable.
 
     Parameters
     ----------
     rounds
         The rounds in time order (``U T U T … U``), as timed.
+    clock
+        Compare wall times (``step_ns``) or thread CPU times (``cpu_ns``).
     planned
         Traced rounds the capture planned; when fewer ran (the script ended),
         the estimate is marked unreliable.
@@ -207,7 +230,7 @@ def estimate_overhead(rounds: Sequence[Round], *, planned: int | None = None) ->
     >>> round(est.pct, 6), round(est.ci_low_pct, 6), round(est.ci_high_pct, 6), est.reliable
     (30.0, 30.0, 30.0, True)
     """
-    ratios = round_ratios(rounds)
+    ratios = round_ratios(rounds, clock)
     if not ratios:
         return None
     n = len(ratios)
@@ -239,4 +262,5 @@ def estimate_overhead(rounds: Sequence[Round], *, planned: int | None = None) ->
         ratios=tuple(ratios),
         reliable=not reasons,
         reasons=tuple(reasons),
+        clock=clock,
     )

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import tracewh
 from tracewh.capture.hooks import StepOn, decorate_source, parse_step_on, targets_script
 from tracewh.capture.options import CaptureOptions
-from tracewh.capture.overhead import Round, estimate_overhead
+from tracewh.capture.overhead import Clock, Round, estimate_overhead
 from tracewh.capture.session import SIDECAR, CaptureResult
 from tracewh.errors import CaptureError, UsageError
 
@@ -112,8 +112,11 @@ def read_capture(out_dir: str | Path) -> CaptureResult:
     try:
         doc = json.loads(sidecar.read_text(encoding="utf-8"))
         cap, labels = doc["capture"], doc["labels"]
-        rounds = tuple(Round(r["kind"], tuple(r["step_ns"])) for r in cap["rounds"])
+        rounds = tuple(
+            Round(r["kind"], tuple(r["step_ns"]), tuple(r.get("cpu_ns", ()))) for r in cap["rounds"]
+        )
         planned = int(cap["overhead_rounds"])
+        clock: Clock = "cpu" if cap.get("clock") == "cpu" else "wall"
         trace = sidecar.parent / cap["trace"]
         recorded = tuple(int(t) for t in cap["step_ns_recorded"])
         steps_run = int(cap["steps_run"])
@@ -125,7 +128,7 @@ def read_capture(out_dir: str | Path) -> CaptureResult:
         labels=labels,
         step_ns_recorded=recorded,
         rounds=rounds,
-        overhead=estimate_overhead(rounds, planned=planned) if planned else None,
+        overhead=estimate_overhead(rounds, clock=clock, planned=planned) if planned else None,
         steps_run=steps_run,
     )
 

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from tracewh import __version__
 from tracewh.capture.options import STEP_SPAN, CaptureOptions, LabelValue
-from tracewh.capture.overhead import OverheadEstimate, Round, estimate_overhead
+from tracewh.capture.overhead import Clock, OverheadEstimate, Round, estimate_overhead
 from tracewh.errors import CaptureError
 
 SIDECAR = "run.json"
@@ -88,6 +88,7 @@ class _Phase:
     steps: int
     untimed: int
     times: list[int]
+    cpu_times: list[int]
 
 
 def import_torch() -> tuple[Any, Any]:
@@ -140,10 +141,10 @@ def _quiet_stderr(quiet: bool) -> Iterator[None]:
 
 
 def _plan(options: CaptureOptions) -> list[_Phase]:
-    phases = [_Phase("record", options.recorded_window, options.wait + options.warmup, [])]
+    phases = [_Phase("record", options.recorded_window, options.wait + options.warmup, [], [])]
     for i in range(2 * options.overhead_rounds + 1 if options.overhead_rounds else 0):
         kind: PhaseKind = "untraced" if i % 2 == 0 else "traced"
-        phases.append(_Phase(kind, 1 + options.round_steps, 1, []))
+        phases.append(_Phase(kind, 1 + options.round_steps, 1, [], []))
     return phases
 
 
@@ -176,6 +177,7 @@ class Session:
         self._prof: Any = None
         self._span: Any = None
         self._t0 = 0
+        self._c0 = 0
         self._saving = False
         self._tmp_trace: Path | None = None
         self._result: CaptureResult | None = None
@@ -198,6 +200,13 @@ class Session:
     def steps_run(self) -> int:
         """Steps ended so far."""
         return self._steps_run
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the overhead rounds compare (``auto`` resolved once the device is known)."""
+        if self.options.clock != "auto":
+            return self.options.clock
+        return "wall" if self._cuda else "cpu"
 
     @property
     def in_step(self) -> bool:
@@ -242,6 +251,7 @@ class Session:
         self._span.__enter__()
         self._sync()
         self._t0 = time.perf_counter_ns()
+        self._c0 = time.thread_time_ns()
 
     def end(self) -> bool:
         """End the step begun last; True when the capture is complete (files written)."""
@@ -251,11 +261,13 @@ class Session:
             raise CaptureError("end() without begin()", path=self.out_dir)
         self._sync()
         elapsed = time.perf_counter_ns() - self._t0
+        cpu = time.thread_time_ns() - self._c0
         self._span.__exit__(None, None, None)
         self._span = None
         phase = self._phases[self._phase]
         if self._in_phase >= phase.untimed:
             phase.times.append(elapsed)
+            phase.cpu_times.append(cpu)
         self._in_phase += 1
         self._steps_run += 1
         with _quiet_stderr(phase.kind == "traced"):
@@ -343,7 +355,11 @@ class Session:
         prof.export_chrome_trace(str(self._tmp_trace))
 
     def _rounds(self) -> list[Round]:
-        rounds = [Round(p.kind, tuple(p.times)) for p in self._phases[1:] if p.kind != "record"]
+        rounds = [
+            Round(p.kind, tuple(p.times), tuple(p.cpu_times))
+            for p in self._phases[1:]
+            if p.kind != "record"
+        ]
         while rounds and not rounds[-1].step_ns:
             rounds.pop()
         return rounds
@@ -356,7 +372,7 @@ class Session:
         )
         rounds = self._rounds()
         overhead = (
-            estimate_overhead(rounds, planned=self.options.overhead_rounds)
+            estimate_overhead(rounds, clock=self.clock, planned=self.options.overhead_rounds)
             if self.options.overhead_rounds
             else None
         )
@@ -375,6 +391,7 @@ class Session:
                 "step_ns_recorded": list(recorded),
                 "overhead_rounds": opts.overhead_rounds,
                 "round_steps": opts.round_steps,
+                "clock": self.clock,
                 "rounds": [r.to_dict() for r in rounds],
                 "overhead": overhead.to_dict() if overhead is not None else None,
                 "activities": ["CPU", "CUDA"] if self._cuda else ["CPU"],
@@ -426,5 +443,6 @@ class Session:
                 labels["profiler_overhead_ci_low_pct"] = round(overhead.ci_low_pct, 2)
                 labels["profiler_overhead_ci_high_pct"] = round(overhead.ci_high_pct, 2)
             labels["profiler_overhead_reliable"] = overhead.reliable
+            labels["profiler_overhead_clock"] = overhead.clock
         labels.update(opts.labels)
         return labels

@@ -45,6 +45,7 @@ def capture(
     profile_memory: bool = typer.Option(False, "--profile-memory", help="Record allocations (profile_memory)."),
     overhead_rounds: int = typer.Option(9, "--overhead-rounds", metavar="N", help="Traced rounds of the overhead measurement after the trace (0: none; else at least 6)."),
     round_steps: int = typer.Option(2, "--round-steps", metavar="N", help="Timed steps per overhead round."),
+    clock: str = typer.Option("auto", "--clock", metavar="auto|wall|cpu", help="What the overhead rounds compare: wall time (device synchronised) or the stepping thread's CPU time; auto: wall with CUDA/HIP, else cpu."),
     fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output: text or json."),
 ) -> None:
     """Run `python SCRIPT` under torch.profiler, record its first steps, measure the profiler's overhead.
@@ -68,6 +69,7 @@ def capture(
             steps=steps, wait=wait, warmup=warmup, labels=parse_labels(label), model_name=model,
             record_shapes=record_shapes, with_stack=stack, with_modules=modules,
             profile_memory=profile_memory, overhead_rounds=overhead_rounds, round_steps=round_steps,
+            clock=clock,  # type: ignore[arg-type]  # checked by CaptureOptions
         )
         target = out if out is not None else _default_out(command)
         done = capture_script(command, target, options, step_on=step_on, finish=finish)
@@ -82,6 +84,7 @@ def capture(
                 "profiler_overhead_ci_low_pct": _round(est.ci_low_pct),
                 "profiler_overhead_ci_high_pct": _round(est.ci_high_pct),
                 "profiler_overhead_reliable": est.reliable, "reasons": list(est.reasons),
+                "clock": est.clock,
             },
         }, indent=2))
     else:
@@ -94,7 +97,7 @@ def capture(
         if est is not None:
             typer.echo(
                 f"  profiler overhead {est.pct:+.1f}% ({_interval(est.ci_low_pct, est.ci_high_pct)}, "
-                f"{len(est.ratios)} traced rounds)"
+                f"{len(est.ratios)} traced rounds, {est.clock} time)"
             )
     if est is not None and not est.reliable:
         typer.echo(f"warning: the overhead figure is unreliable: {'; '.join(est.reasons)}", err=True)
