@@ -19,6 +19,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
     del sys.path[0]  # never let this folder's modules shadow the script's imports
 
 import json  # noqa: E402
+import threading  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -38,7 +39,9 @@ class Driver:
         self.completed = False
 
     def _check_stop(self) -> None:
-        if self.completed and self.stop:
+        # Only the main thread can stop the script; a step on another thread completes the
+        # capture and the script runs on (raising there would only kill that thread).
+        if self.completed and self.stop and threading.current_thread() is threading.main_thread():
             raise CaptureComplete
 
     def begin(self) -> None:

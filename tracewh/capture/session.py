@@ -129,7 +129,11 @@ def _quiet_stderr(quiet: bool) -> Iterator[None]:
         yield
         return
     sys.stderr.flush()
-    saved = os.dup(2)
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 to quiet
+        yield
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
