@@ -21,6 +21,8 @@ from tracewh.api import Warehouse
 from tracewh.check import check
 from tracewh.cli import app
 from tracewh.cli.changes_cmds import report_text
+from tracewh.report.sections import history_sections
+from tracewh.report.source import collect_history
 from tracewh.runsel import RunRef
 from tracewh.synth import SynthConfig, write_trace
 
@@ -123,3 +125,12 @@ def test_synthetic_nights_with_a_leak_from_night_4(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["changes", "-w", str(tmp_path / "wh"), "--since", "2024-12-01"])
     assert result.exit_code == 0, result.output
     assert "GPU peak allocated per step" in result.output
+    # the report's history draws the series with its change point
+    trends = collect_history(wh, since="2024-12-01", run="latest")
+    assert trends is not None
+    (mem,) = [t for t in trends if t.unit == "mb"]
+    values = mem.frame.sort("time")["value_ns"].to_list()  # bytes, drawn in MB
+    assert len(values) == 8 and values[4] - values[3] == pytest.approx(100_000_000, abs=1)
+    assert mem.marks is not None and mem.marks["label"].to_list() == [f"group {rows[0]['group']}: +4%"]
+    (sec,) = [s for s in history_sections(trends) if s.title == mem.title]
+    assert sec.chart is not None and "MB" in sec.tables[0].frame.columns[3]

@@ -141,10 +141,10 @@ def history_sections(trends: list[Trend] | None) -> list[Section]:
     for i, t in enumerate(trends):
         chart = charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
                              title=t.title, marks=t.marks,
-                             y_title="step time (ms)" if i == 0 else "GPU time per step (ms)")
+                             y_title=t.y_title or ("step time (ms)" if i == 0 else "GPU time per step (ms)"))
         tables = [table(t.title, t.frame.sort("time", descending=True), [
             Column("time", "run start (UTC)"), Column("run_id", "run"), Column("rank", "rank"),
-            Column("value_ns", "value", "ms"), Column("regression", "regression"),
+            Column("value_ns", "value", t.unit), Column("regression", "regression"),
         ], limit=15)] if i else []
         out.append(Section(f"history{i}" if i else "history", t.title if i else "History",
                            chart, "no history data", tables=tables))

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 import polars as pl
 
 from tracewh.errors import TracewhError
+from tracewh.report.memory_history import KEY as MEMORY_KEY
+from tracewh.report.memory_history import memory_series
 
 #: GPU ops drawn at most in the timeline (the first ones of the window).
 TIMELINE_MAX_OPS = 4000
@@ -213,12 +215,15 @@ class Trend:
     """One metric over runs: ``time``, ``run_id``, ``rank``, ``value_ns``, ``regression`` (bool).
 
     ``marks`` holds the change points drawn on it: ``time`` (first run after the change),
-    ``label`` (``group N: +x%``).
+    ``label`` (``group N: +x%``). ``value_ns`` is a time in ns, except where ``unit`` says
+    ``mb`` (bytes, drawn in MB: the memory trend); ``y_title`` names the axis.
     """
 
     title: str
     frame: pl.DataFrame
     marks: pl.DataFrame | None = None
+    y_title: str | None = None
+    unit: str = "ms"
 
 
 def _marks(rows: list[dict[str, Any]], start: dict[str, int]) -> pl.DataFrame:
@@ -289,6 +294,14 @@ def collect_history(
         trends.append(Trend(
             f"Change group {g}: {lead['metric']} {what}{pct} since {lead['day']}, GPU time per step",
             _trend(frame, "time_per_step_ns", {flagged.get(lead["key"])}), _marks(same, start),
+        ))  # fmt: skip
+    mem = memory_series(wh, steps)
+    if mem is not None:
+        marks = [r for r in rows if r["metric"] == "memory" and r["key"] == MEMORY_KEY]
+        trends.append(Trend(
+            "GPU peak allocated memory per step", _trend(mem, "value", {flagged.get(MEMORY_KEY)}),
+            _marks(marks, {**start, **dict(zip(mem["run_id"], mem["start_ns"], strict=True))}),
+            y_title="GPU peak allocated per step (MB)", unit="mb",
         ))  # fmt: skip
     return trends
 
