@@ -124,10 +124,13 @@
 --   columns: device_type, device_kind, device, device_name, steps, first_peak_bytes,
 --            last_peak_bytes (peak allocated of the first and last step), growth_per_step_bytes
 --            ((last - first) / (steps - 1)), rising_steps (steps whose peak exceeds the
---            previous step's), retaining_steps (steps with net_bytes > 0), leak_suspect
---   leak_suspect: at least 3 steps, every step after the first peaks higher than the one
---   before, and every step keeps memory (net_bytes > 0): the per-step peak rises steadily.
---   A workload whose steps free what they allocate never qualifies, however noisy.
+--            previous step's), rising_openings (steps that open at a higher level than the
+--            previous step opened: memory kept between the two, inside the step or between
+--            steps), retaining_steps (steps with net_bytes > 0), leak_suspect
+--   leak_suspect: at least 3 steps, and every step after the first both peaks higher and
+--   opens higher than the one before: the per-step peak rises steadily because memory is
+--   kept. A workload that frees what each step allocates opens every step at the same level
+--   and never qualifies, however its peaks vary.
 --
 -- memory_timeline(run, buckets := 1000)  (table macro)
 --   grain: one row per (device, time bucket with events) of run `run`; the run's
@@ -573,11 +576,16 @@ SELECT
     (last(peak_allocated_bytes ORDER BY step) - first(peak_allocated_bytes ORDER BY step))
         / (count(*) - 1) AS growth_per_step_bytes,
     count(*) FILTER (WHERE peak_growth_bytes > 0) AS rising_steps,
+    count(*) FILTER (WHERE opening_growth > 0) AS rising_openings,
     count(*) FILTER (WHERE net_bytes > 0) AS retaining_steps,
     count(*) >= 3
         AND count(*) FILTER (WHERE peak_growth_bytes > 0) = count(*) - 1
-        AND count(*) FILTER (WHERE net_bytes > 0) = count(*) AS leak_suspect
-FROM s
+        AND count(*) FILTER (WHERE opening_growth > 0) = count(*) - 1 AS leak_suspect
+FROM (
+    SELECT *, start_allocated_bytes - lag(start_allocated_bytes) OVER (
+        PARTITION BY device_kind, device ORDER BY step) AS opening_growth
+    FROM s
+)
 GROUP BY device_type, device_kind, device, device_name
 HAVING count(*) >= 2
 ORDER BY device_kind, device;

@@ -54,7 +54,7 @@ def test_leak_is_found_and_a_clean_run_is_not(synth: tuple[Warehouse, dict[str, 
     wh, runs, paths = synth
     (leak,) = wh.memory(runs["leak"], view="leaks").iter_rows(named=True)
     assert (leak["steps"], leak["growth_per_step_bytes"], leak["leak_suspect"]) == (STEPS, LEAK, True)
-    assert (leak["rising_steps"], leak["retaining_steps"]) == (STEPS - 1, STEPS)
+    assert (leak["rising_steps"], leak["retaining_steps"], leak["rising_openings"]) == (STEPS - 1, STEPS, STEPS - 1)
     (clean,) = wh.memory(runs["clean"], view="leaks").iter_rows(named=True)
     assert (clean["growth_per_step_bytes"], clean["rising_steps"], clean["leak_suspect"]) == (0, 0, False)
     steps = wh.memory(runs["leak"], view="steps")

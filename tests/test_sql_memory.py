@@ -157,6 +157,7 @@ def test_steps_levels_growth_and_retained() -> None:
     (leak,) = _rows(con, "SELECT * FROM memory_leak_check(?)")
     assert (leak["steps"], leak["first_peak_bytes"], leak["last_peak_bytes"]) == (3, 1564, 1692)
     assert (leak["growth_per_step_bytes"], leak["rising_steps"], leak["retaining_steps"]) == (64, 2, 3)
+    assert leak["rising_openings"] == 2
     assert leak["leak_suspect"] is True
 
 
@@ -169,6 +170,27 @@ def test_no_leak_and_a_step_without_events_keeps_its_opening_level() -> None:
     assert (last["peak_allocated_ts_ns"], last["peak_reserved_bytes"], last["peak_growth_bytes"]) == (500, 4200, -500)
     (leak,) = _rows(con, "SELECT * FROM memory_leak_check(?)")
     assert (leak["rising_steps"], leak["retaining_steps"], leak["leak_suspect"]) == (0, 0, False)
+    assert leak["rising_openings"] == 0
+
+
+def test_rising_peaks_without_kept_memory_are_no_leak_and_a_leak_between_steps_is_one() -> None:
+    # steps [100, 150), [200, 250), [300, 350); peaks 1100, 1200, 1300 by bigger temporaries,
+    # every step freeing them: no leak
+    steps = [dict(s, dur_ns=50) for s in STEPS]
+    rows, i = [], 0
+    for k in range(3):
+        base = 100 * (k + 1)
+        for ts, nbytes, total in ((base + 10, 100 * (k + 1), 1000 + 100 * (k + 1)), (base + 30, -100 * (k + 1), 1000)):
+            rows.append(_mem(i, ts, nbytes, 0x10, total))
+            i += 1
+    (leak,) = _rows(warehouse(instants=rows, steps=steps), "SELECT * FROM memory_leak_check(?)")
+    assert (leak["rising_steps"], leak["rising_openings"], leak["leak_suspect"]) == (2, 0, False)
+    # 64 bytes kept between the steps (at t=175, 275: outside every window): each step opens higher
+    between = [_mem(50 + k, 175 + 100 * k, 64, 0x900 + k, 1064 + 64 * k) for k in range(2)]
+    shifted = [dict(r, total_allocated=r["total_allocated"] + 64 * ((r["ts_ns"] - 100) // 100)) for r in rows]
+    (leak,) = _rows(warehouse(instants=shifted + between, steps=steps), "SELECT * FROM memory_leak_check(?)")
+    assert (leak["rising_steps"], leak["rising_openings"], leak["retaining_steps"]) == (2, 2, 0)
+    assert leak["leak_suspect"] is True
 
 
 def test_timeline_buckets_keep_the_peak() -> None:
