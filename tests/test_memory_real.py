@@ -97,6 +97,9 @@ def test_every_allocation_paired_and_attributed_as_plain_json(
             assert r["module_path"] == a.module, a.index
             n_modules += a.module is not None
             assert r["free_event_index"] == (a.pair.index if a.pair else None), a.index
+            # every free frees its allocation's size: pairing by address and size (as HTA's
+            # MemoryAnalysis does) pairs these traces the same way
+            assert a.pair is None or a.pair.nbytes == -a.nbytes, a.index
             assert r["lifetime_ns"] == (a.pair.ts - a.ts if a.pair else None)
             n_ops += a.op is not None
     assert not rows
