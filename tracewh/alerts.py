@@ -18,7 +18,13 @@ from typing import Any
 import polars as pl
 
 from tracewh.analysis.changepoint import DEFAULT_ALPHA
-from tracewh.analysis.changes import DetectOptions, find_changes, group_changes, metric_unit
+from tracewh.analysis.changes import (
+    CHANGE_SCHEMA,
+    DetectOptions,
+    find_changes,
+    group_changes,
+    metric_unit,
+)
 from tracewh.analysis.health import unusable_runs
 from tracewh.analysis.workload import DEFAULT_KEYS, DEFAULT_THRESHOLD, assign_workloads
 from tracewh.errors import UsageError
@@ -175,8 +181,6 @@ def changes(
 
 
 def _empty_changes() -> pl.DataFrame:
-    from tracewh.analysis.changes import CHANGE_SCHEMA
-
     return pl.DataFrame(schema={**CHANGE_SCHEMA, "group": pl.Int64, "group_size": pl.Int64,
                                 "group_rank": pl.Int64})  # fmt: skip
 
