@@ -211,3 +211,27 @@ def test_unusable_runs_stay_out_of_the_series_and_the_baselines() -> None:
     assert not chk.regressed and chk.checked[0].baseline_runs == 38 - 3
     assert sorted(chk.excluded["run_id"].to_list()) == sorted(set(bad) - {"n039r0"})
     assert check(src, "latest").insufficient[0].unusable == "capture"
+
+
+def test_module_series_and_filters() -> None:
+    """Top-level modules (Root/child) are series of their own; --module keeps the ops under a
+    path and cuts one level below it; --kernel keeps matching kernels and no run-level metric."""
+    runs, ops, steps = _nights(36, shifts={"flash_fwd": (20, 0.25)}, labels={"model": "m"}, seed=5)
+    block = {"gemm_a": "Net_0/Encoder_0/Linear_0", "gemm_b": "Net_0/Encoder_0/Linear_1",
+             "flash_fwd": "Net_0/Decoder_0/Attention_0", "layer_norm": "Net_0/Decoder_0/Norm_0"}  # fmt: skip
+    for o in ops:
+        o["module_path"] = block[o["name"]]
+    src = _source(runs, ops, steps)
+    rows = changes(src, since=None, min_ms=0.0).to_dicts()
+    mods = {(d["key"], d["day"]) for d in rows if d["metric"] == "module"}
+    night = (START + dt.timedelta(days=20)).isoformat()
+    assert mods == {("Net_0/Decoder_0", night)}
+    under = changes(src, since=None, min_ms=0.0, module="Net_0/Decoder_0").to_dicts()
+    assert {(d["metric"], d["key"]) for d in under} >= {("module", "Net_0/Decoder_0/Attention_0"),
+                                                        ("kernel", "flash_fwd")}  # fmt: skip
+    assert not {d["metric"] for d in under} & {"step", "idle"}
+    assert all(d["key"] != "gemm_a" for d in under)
+    only = changes(src, since=None, min_ms=0.0, kernel="flash").to_dicts()
+    # the matching ops' kernel, category and module series
+    assert {(d["metric"], d["key"]) for d in only} == {
+        ("kernel", "flash_fwd"), ("category", "other"), ("module", "Net_0/Decoder_0")}
