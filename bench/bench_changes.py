@@ -78,10 +78,10 @@ def run_tracewh(series: Sequence[Series]) -> tuple[list[list[int]], float]:
 
 
 def _row(name: str, sc: Score, sc1: Score, secs: float) -> str:
+    big = f"{sc.big_exact_rate * 100:.1f}% ({sc.big_exact}/{sc.big})" if sc.big else "n/a"
     return (
         f"| {name} | {sc.precision:.3f} | {sc.recall:.3f} | {sc.f1:.3f} | {sc1.f1:.3f} | "
-        f"{sc.false_alarm_rate * 100:.1f}% ({sc.quiet_alarmed}/{sc.quiet}) | "
-        f"{sc.big_exact_rate * 100:.1f}% ({sc.big_exact}/{sc.big}) | {secs:.2f} |"
+        f"{sc.false_alarm_rate * 100:.1f}% ({sc.quiet_alarmed}/{sc.quiet}) | {big} | {secs:.2f} |"
     )
 
 
