@@ -19,10 +19,13 @@
 --   grain: one row per (step N, run) of the runs.
 --   columns: step, rank, run_id, gpu_ns (summed duration of the run's GPU ops launched in step
 --            N, gpu_ops.step), median_gpu_ns (median of gpu_ns over the runs for that step),
+--            compute_ns (gpu_ns without communication kernels: the fast ranks' wait for a
+--            straggler lands in their collectives, so their summed GPU time matches its),
 --            peers (the other runs with step N), peer_median_ns, peer_mad_ns (median and median
---            absolute deviation of the other runs' gpu_ns for that step), ratio (gpu_ns /
---            peer_median_ns), bound_ns, wall_ns (the run's ProfilerStep#N length), straggler
---   straggler: gpu_ns - peer_median_ns > bound_ns = greatest(k_mad * 1.4826 * peer_mad_ns,
+--            absolute deviation of the other runs' compute_ns for that step), ratio
+--            (compute_ns / peer_median_ns), bound_ns, wall_ns (the run's ProfilerStep#N
+--            length), straggler
+--   straggler: compute_ns - peer_median_ns > bound_ns = greatest(k_mad * 1.4826 * peer_mad_ns,
 --   floor_fraction * peer_median_ns): the rank stands above its peers by more than their own
 --   spread (1.4826 x MAD estimates a standard deviation robustly; 3 of them by default) and
 --   by more than a small floor (2% by default); false without peers.
@@ -60,7 +63,9 @@ WITH jr AS (
     WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id)
 ),
 per AS (
-    SELECT g.step, jr.rank, g.run_id, CAST(sum(g.dur_ns) AS BIGINT) AS gpu_ns
+    SELECT g.step, jr.rank, g.run_id, CAST(sum(g.dur_ns) AS BIGINT) AS gpu_ns,
+           CAST(coalesce(sum(g.dur_ns) FILTER (
+               WHERE g.category IS DISTINCT FROM 'communication'), 0) AS BIGINT) AS compute_ns
     FROM gpu_ops g
     JOIN jr ON jr.run_id = g.run_id AND jr.ingest_id = g.ingest_id
     WHERE g.step IS NOT NULL AND g.dur_ns IS NOT NULL
@@ -74,13 +79,13 @@ wall AS (
 ),
 pm AS (  -- each run's peers: the other runs of the same step
     SELECT a.step, a.run_id, count(b.run_id) AS peers,
-           quantile_cont(b.gpu_ns, 0.5) AS peer_median_ns
+           quantile_cont(b.compute_ns, 0.5) AS peer_median_ns
     FROM per a
     LEFT JOIN per b ON b.step = a.step AND b.run_id <> a.run_id
     GROUP BY a.step, a.run_id
 ),
 pmad AS (
-    SELECT a.step, a.run_id, quantile_cont(abs(b.gpu_ns - pm.peer_median_ns), 0.5) AS peer_mad_ns
+    SELECT a.step, a.run_id, quantile_cont(abs(b.compute_ns - pm.peer_median_ns), 0.5) AS peer_mad_ns
     FROM per a
     JOIN pm ON pm.step = a.step AND pm.run_id = a.run_id
     JOIN per b ON b.step = a.step AND b.run_id <> a.run_id
@@ -96,10 +101,10 @@ m AS (
     LEFT JOIN pmad ON pmad.step = per.step AND pmad.run_id = per.run_id
 )
 SELECT
-    m.step, m.rank, m.run_id, m.gpu_ns, m.median_gpu_ns, m.peers, m.peer_median_ns,
-    m.peer_mad_ns, m.gpu_ns / nullif(m.peer_median_ns, 0) AS ratio, m.bound_ns,
-    wall.wall_ns,
-    coalesce(m.peers > 0 AND m.gpu_ns - m.peer_median_ns > m.bound_ns, false) AS straggler
+    m.step, m.rank, m.run_id, m.gpu_ns, m.median_gpu_ns, m.compute_ns, m.peers,
+    m.peer_median_ns, m.peer_mad_ns, m.compute_ns / nullif(m.peer_median_ns, 0) AS ratio,
+    m.bound_ns, wall.wall_ns,
+    coalesce(m.peers > 0 AND m.compute_ns - m.peer_median_ns > m.bound_ns, false) AS straggler
 FROM m
 LEFT JOIN wall ON wall.run_id = m.run_id AND wall.step = m.step
 ORDER BY m.step, m.rank, m.run_id;

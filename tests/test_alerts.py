@@ -235,3 +235,21 @@ def test_module_series_and_filters() -> None:
     # the matching ops' kernel, category and module series
     assert {(d["metric"], d["key"]) for d in only} == {
         ("kernel", "flash_fwd"), ("category", "other"), ("module", "Net_0/Decoder_0")}
+
+
+def test_an_8pct_straggler_rank_is_flagged_in_every_step(tmp_path: Any) -> None:
+    """`synth --ranks 4 --straggler 2:8%`: rank 2's compute kernels are 8% slower and the other
+    ranks wait for it in NCCL, so summed GPU time is level; compute time per step is not."""
+    from tracewh.api import Warehouse
+    from tracewh.synth import Straggler, SynthConfig, write_traces
+
+    write_traces(tmp_path / "tr", SynthConfig(ranks=4, steps=4, layers=1, seed=3,
+                                              straggler=Straggler(2, 0.08)))  # fmt: skip
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([tmp_path / "tr"], jobs=2).ok
+    st = wh.ranks(view="stragglers")
+    assert st["rank"].n_unique() == 4 and st["step"].n_unique() == 4
+    flagged = st.filter(pl.col("straggler"))
+    assert set(flagged["rank"]) == {2} and flagged.height == 4
+    ratios = st.filter(pl.col("rank") == 2)["ratio"].to_list()
+    assert all(1.05 < r < 1.11 for r in ratios)

@@ -204,10 +204,15 @@ def ranks(
     fmt: str = format_option(),
     out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
 ) -> None:
-    """The same kernels across the ranks of one job: imbalance and stragglers.
+    """The same kernels across the ranks of one job instance: imbalance and stragglers.
+
+    The instance is the distinct ranks of one workload in the job (unrelated traces that
+    share the folder are other workloads, never ranks).
 
     Example: tracewh ranks --view stragglers
     """
     with handle_errors():
-        df = Warehouse(warehouse).ranks(job, view=view)
-        _finish(df, fmt, out, title=f"ranks: {view}", top=top)
+        wh = Warehouse(warehouse)
+        ids = wh.rank_runs(job)
+        df = wh.ranks(job, view=view)
+        _finish(df, fmt, out, title=f"ranks: {view} ({len(ids)} rank(s) of one job instance)", top=top)

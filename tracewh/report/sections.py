@@ -101,7 +101,7 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
                 Column("imbalance", "max ÷ mean", "x"), Column("slowest_rank", "slowest"),
             ], limit=10), table("Straggler steps (a rank above its peers' median by more than 3 x their robust spread and 2%)",
                 data.rank_stragglers.filter(pl.col("straggler")) if "straggler" in data.rank_stragglers.columns else data.rank_stragglers, [
-                Column("step", "step"), Column("rank", "rank"), Column("gpu_ns", "GPU time", "ms"),
+                Column("step", "step"), Column("rank", "rank"), Column("compute_ns", "GPU compute", "ms"),
                 Column("peer_median_ns", "peers' median", "ms"), Column("ratio", "ratio", "x"),
             ], limit=20)],
         ),
