@@ -22,6 +22,7 @@ from tracewh import alerts as _alerts
 from tracewh import check as _check
 from tracewh import history as _hist
 from tracewh import memory as _mem
+from tracewh import roofline as _roof
 from tracewh.db import connect_tables
 from tracewh.errors import (
     EmptyWarehouseError,
@@ -440,6 +441,52 @@ class Warehouse:
             rs.filter(pl.col("instance").is_in(inst)).sort("rank", nulls_last=True)["run_id"]
             .to_list()
         )  # fmt: skip
+
+    def roofline(
+        self,
+        run: str = "latest",
+        *,
+        op: str | None = None,
+        top: int | None = None,
+        peak_tflops: _roof.PeakTflops | None = None,
+        peak_tbs: float | None = None,
+    ) -> pl.DataFrame:
+        """FLOPs, bytes, achieved TFLOP/s and TB/s per CPU operator and shapes, against the peaks.
+
+        One row per (operator, Input Dims, dtype, params): calls, flops and bytes per call,
+        gpu_ns, tflops_per_s, tb_per_s, intensity, pct_of_peak, bound, non_contiguous, ...
+        (``roofline`` of ``sql/78_roofline.sql``), by GPU time. ``op`` keeps operator names
+        matching a glob or substring; ``peak_tflops`` (a number, or numbers by roof label
+        such as ``{"bf16": 989}``) and ``peak_tbs`` replace the device table's peaks.
+
+        Examples
+        --------
+        >>> Warehouse("wh").roofline("latest", op="addmm", top=5)  # doctest: +SKIP
+        """
+        return _roof.roofline(
+            self, run, op=op, top=top, peak_tflops=peak_tflops, peak_tbs=peak_tbs
+        )
+
+    def roofline_history(
+        self,
+        *,
+        op: str | None = None,
+        since: str | date | None = None,
+        where: Mapping[str, str] | None = None,
+        peak_tflops: _roof.PeakTflops | None = None,
+        peak_tbs: float | None = None,
+    ) -> pl.DataFrame:
+        """Achieved TFLOP/s and TB/s of the matched operators, one row per run (oldest first).
+
+        ``roofline_history`` of ``sql/78_roofline.sql``: calls, gpu_ns, total flops and
+        bytes, tflops_per_s, tb_per_s and the GPU-time-weighted pct_of_peak of the modelled
+        operators whose name matches ``op``, for runs of day ``since`` or later with the
+        labels/fields ``where``.
+        """
+        return _roof.roofline_history(
+            self, op=op, since=str(since) if isinstance(since, date) else since, where=where,
+            peak_tflops=peak_tflops, peak_tbs=peak_tbs,
+        )
 
     # --------------------------------------------------------------- history
     def diff(

@@ -220,6 +220,7 @@ def _settings(
     con: duckdb.DuckDBPyConnection, memory_limit: str | None, temp_directory: str | None
 ) -> None:
     con.execute("SET parquet_metadata_cache = true")
+    con.execute("SET enable_progress_bar = false")  # long queries would draw on stderr
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     if temp_directory:

@@ -17,13 +17,14 @@ from tracewh.cli import (
     ingest_cmds,
     memory_cmd,
     report_cmds,
+    roofline_cmd,
     synth_cmd,
 )
 from tracewh.cli.common import app
 
 __all__ = [
     "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "history_cmds",
-    "ingest_cmds", "memory_cmd", "report_cmds", "synth_cmd",
+    "ingest_cmds", "memory_cmd", "report_cmds", "roofline_cmd", "synth_cmd",
 ]
 
 

@@ -99,6 +99,7 @@ def history(
     warehouse: str = warehouse_option(),
     kernel: str | None = typer.Option(None, "--kernel", "-k", help="GPU op name pattern (case-insensitive; glob with * ? [, else substring)."),
     category: str | None = typer.Option(None, "--category", "-c", help="A kernel category (gemm, attention, communication, ...)."),
+    op: str | None = typer.Option(None, "--op", help="Follow CPU operators matching this pattern instead: achieved TFLOP/s, TB/s and % of peak per run (see `tracewh roofline`)."),
     since: str | None = typer.Option(None, "--since", help="90d, 12w (before today, UTC) or YYYY-MM-DD."),
     where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE on a label or run field (repeatable)."),
     fmt: str = format_option(),
@@ -106,11 +107,20 @@ def history(
 ) -> None:
     """Time series per run: step time, GPU idle fraction, and time per step of chosen ops.
 
+    With --op, the achieved TFLOP/s, TB/s and % of peak of the CPU operators matching it
+    (the modelled ones, as in `tracewh roofline`), one row per run.
+
     Example: tracewh history --kernel flash_fwd --since 90d --where model=dit-xl-2
     """
     with handle_errors():
-        if kernel is not None and category is not None:
-            raise UsageError("give --kernel or --category, not both")
+        if sum(x is not None for x in (kernel, category, op)) > 1:
+            raise UsageError("give one of --kernel, --category or --op")
+        if op is not None:
+            df = Warehouse(warehouse).roofline_history(op=op, since=since, where=_where(where))
+            if out is not None:
+                write_out(df, out)
+            emit(df.drop("labels_json"), fmt, title=f"history: operators ~ {op!r}, achieved rates")
+            return
         df = Warehouse(warehouse).history(kernel=kernel, category=category, since=since, where=_where(where))
         if out is not None:
             write_out(df, out)

@@ -53,6 +53,8 @@ def display_frame(df: pl.DataFrame) -> pl.DataFrame:
                 out.append((col / 1e9).round(3).alias(f"{name.removesuffix('_bytes')} (GB)"))
             else:
                 out.append((col / 1e6).round(3).alias(f"{name.removesuffix('_bytes')} (MB)"))
+        elif numeric and (name == "flops" or name.endswith("_flops")):
+            out.append((col / 1e9).round(3).alias(f"{name.removesuffix('flops') or 'flops'} (GFLOP)".replace("_ (", " (")))
         elif numeric and name.endswith("_gbps"):
             out.append(col.round(2).alias(f"{name[:-5]} (GB/s)"))
         elif numeric and (name.endswith("_fraction") or name.endswith("_ratio")):

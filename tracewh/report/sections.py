@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from tracewh.report import charts
+from tracewh.report.roof import roofline_section
 from tracewh.report.source import RunData, Trend
 from tracewh.report.tables import Column, Table, table
 
@@ -25,8 +26,10 @@ class Section:
 
 
 def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
-    """The sections of one run: kernels, categories, timeline, idle, launches, steps, ranks."""
+    """The sections of one run: kernels, categories, timeline, idle, launches, steps, ranks,
+    and the roofline when it was collected."""
     p = prefix
+    roof = [roofline_section(data.roofline, prefix=p)] if data.roofline is not None else []
     return [
         Section(
             f"{p}top_kernels", "Top kernels", charts.top_kernels(data.kernels),
@@ -105,6 +108,7 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
                 Column("peer_median_ns", "peers' median", "ms"), Column("ratio", "ratio", "x"),
             ], limit=20)],
         ),
+        *roof,
     ]
 
 

@@ -86,7 +86,7 @@ def build_site(
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
         pages: list[Path] = []
         for run_id in run_ids:
-            data = collect_run(wh, run_id, threshold_ns=threshold_ns)
+            data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
             secs = [*run_sections(data), memory_section(collect_memory(wh, run_id))]
             body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
             n_charts += _append_sections(body, secs)

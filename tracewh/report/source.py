@@ -96,6 +96,7 @@ class RunData:
     rank_imbalance: pl.DataFrame
     rank_stragglers: pl.DataFrame  # rank_stragglers: steps where a rank stands above its peers
     extra: dict[str, Any] = field(default_factory=dict)
+    roofline: pl.DataFrame | None = None  # Warehouse.roofline rows; None: not collected
 
 
 def collect_run(
@@ -105,6 +106,7 @@ def collect_run(
     top: int = 15,
     timeline_steps: int = 2,
     threshold_ns: int = 30_000,
+    roofline: bool = True,
 ) -> RunData:
     """Gather the frames of one run's report.
 
@@ -120,6 +122,8 @@ def collect_run(
         ProfilerSteps drawn in the GPU timeline (the first ones with GPU ops).
     threshold_ns
         Kernel-wait threshold of the gap classification, in ns.
+    roofline
+        Also gather ``Warehouse.roofline`` (where the warehouse has it).
 
     Returns
     -------
@@ -157,7 +161,19 @@ def collect_run(
         rank_kernels=rank_kernels,
         rank_imbalance=rank_imbalance,
         rank_stragglers=rank_stragglers,
+        roofline=_roofline(wh, run_id) if roofline else None,
     )
+
+
+def _roofline(wh: WarehouseLike, run_id: str) -> pl.DataFrame | None:
+    """``Warehouse.roofline`` of the run, or ``None`` where the warehouse has none."""
+    method = getattr(wh, "roofline", None)
+    if method is None:
+        return None
+    try:
+        return _as_frame(method(run_id))
+    except TracewhError:
+        return None
 
 
 def _timeline(wh: WarehouseLike, run_id: str, *, steps: int) -> tuple[pl.DataFrame, str]:

@@ -51,6 +51,7 @@ class Op:
     cat: str = "cpu_op"
     dims: str = "[]"
     types: str = "[]"
+    concrete: str | None = None  # "Concrete Inputs" (JSON text), where the op records them
     module: str | None = None
     alloc: int = 0
     leak: bool = False  # its allocation is never freed (a new address every step)
@@ -251,14 +252,20 @@ def _allreduce(f: FlavorSpec, us: float) -> Op:
 
 def _block(f: FlavorSpec) -> Op:
     flash = Gpu("kernel", f.flash, "compute", 700.0, (8, 128, 16), (128, 1, 1), 255, 49152)
+    q_bhsd, q_bshd, bf16 = "[8, 16, 1024, 72]", "[8, 1024, 16, 72]", '"c10::BFloat16"'
     attn = Op(
         "aten::scaled_dot_product_attention", 10.0,
         (Op("aten::_scaled_dot_product_flash_attention", 8.0,
             (Op("aten::_flash_attention_forward", 12.0, (_launch(f, flash),),
-                dims="[[8, 1024, 16, 72], [8, 1024, 16, 72], [8, 1024, 16, 72]]",
-                types='["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]'),)),),
-        dims="[[8, 16, 1024, 72], [8, 16, 1024, 72], [8, 16, 1024, 72]]",
-        types='["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]', module="Attention")
+                dims=f"[{q_bshd}, {q_bshd}, {q_bshd}" + ", []" * 12 + "]",
+                types=f"[{bf16}, {bf16}, {bf16}, " + ", ".join(['""'] * 2 + ['"Scalar"'] * 6 + ['""'] * 4) + "]",
+                concrete='["", "", "", "", "", "1024", "1024", "0.", "False", "False", "", "", "", "", ""]'),),
+            dims=f"[{q_bhsd}, {q_bhsd}, {q_bhsd}, [], [], [], []]",
+            types=f"[{bf16}, {bf16}, {bf16}, \"Scalar\", \"Scalar\", \"Scalar\", \"\"]",
+            concrete='["", "", "", "0.", "False", "False", ""]'),),
+        dims=f"[{q_bhsd}, {q_bhsd}, {q_bhsd}, [], [], [], [], []]",
+        types=f"[{bf16}, {bf16}, {bf16}, \"\", \"Scalar\", \"Scalar\", \"\", \"Scalar\"]",
+        concrete='["", "", "", "", "0.", "False", "", "False"]', module="Attention")
     bmm = Gpu("kernel", BMM if not f.rocm else f.gemm[2], "compute", 40.0, (64, 8, 16), (128, 1, 1), 122, 16384)
     cross: list[Op | Call] = []
     for name in ("aten::matmul", "aten::softmax", "aten::matmul"):
@@ -317,7 +324,8 @@ def step_program(f: FlavorSpec, layers: int, *, leak_bytes: int = 0) -> tuple[Op
            types='["float", "float", "Scalar"]'),
         Op("aten::zeros", 7.0, (Op("aten::zero_", 6.0, (Call(f.memset, 6.0, (memset,)),), dims=f"[{T}]",
                                    types='["float"]'),), dims="[[], [], [], [], []]", types='["ScalarList", "Scalar", "", "", ""]'),
-        *[Op(o.name, 180.0, o.body, dims=o.dims, types=o.types, alloc=o.alloc) for o in small],
+        *[Op(o.name, 180.0, o.body, dims=o.dims, types=o.types, concrete=o.concrete, alloc=o.alloc)
+          for o in small],
     ]
     # the transformer: one nn.Module (DiT) around its blocks (spans only with --python)
     blocks = [Op("DiT", 0.0, tuple(_block(f) for _ in range(layers)), cat="python", module="DiT")]

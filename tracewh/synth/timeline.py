@@ -270,6 +270,8 @@ class _Sim:
         self.t += int(own * 0.4) + 300
         label = json.dumps(op.name)
         rest = f', "Input Dims": {op.dims}, "Input type": {op.types}' if op.cat == "cpu_op" else ""
+        if op.cat == "cpu_op" and op.concrete is not None:
+            rest += f', "Concrete Inputs": {op.concrete}'
 
         def name(o: _Text) -> None:
             o.lit(label)

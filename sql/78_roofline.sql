@@ -1,0 +1,328 @@
+-- 78_roofline.sql: achieved FLOP/s and bytes/s per CPU operator against the device's roof.
+--
+-- cpu_op_parents(run_list)  (table macro)
+--   grain: one row per cpu_op event with a duration of the runs in `run_list` (VARCHAR[]).
+--   columns: run_id, pid, tid, event_index, name, ts_ns, dur_ns, depth (enclosing cpu_ops on
+--            the same thread), parent_event_index (the innermost enclosing cpu_op)
+--   Nesting by time on each (run, pid, tid), as cpu_op_nesting (a sweep of starts and ends for
+--   the depth, an ASOF join for the parent), for many runs at once.
+--
+-- tw_tf32_kernel(name)  (scalar macro)
+--   whether a GPU kernel name says it multiplies FP32 data on TF32/XF32 matrix units
+--   ('tf32', 'xf32', CUTLASS 'tensorop_s...'): an FP32 matrix op whose kernels do so is
+--   compared with the tf32 roof (allow_tf32 is a global flag, not in the trace).
+--
+-- roofline_ops(run_list)  (table macro)
+--   grain: one row per GPU op with a duration of the runs in `run_list`.
+--   columns: run_id, gpu_event_index, name (the GPU op's), dur_ns, op_kind, memcpy_kind, launcher_event_index (the
+--            innermost cpu_op enclosing the launch: the linkage's op), op_event_index (the
+--            cpu_op the GPU op's time is attributed to; NULL when no cpu_op encloses the
+--            launch), graph (launched by a CUDA/HIP graph launch)
+--   Attribution: the nearest cpu_op, from the launcher outwards, whose work op_work can
+--   compute (its own perf model: aten::addmm under aten::linear, _flash_attention_forward
+--   under SDPA); the launcher itself when none can. When that op is an ancestor of the
+--   launcher (the launcher has no model, e.g. a fill kernel inside a modelled op), the
+--   ancestor owns all of its sub-tree's GPU ops, so its time and its FLOPs cover the same
+--   work; the outermost such ancestor wins. Graph-launched GPU ops stay with their launcher
+--   and are never modelled (the op around a graph launch did not issue those kernels).
+--
+-- roofline_runs(run_list, peak_tflops := NULL, peak_tbs := NULL)  (table macro)
+--   grain: one row per (run, attributed op name, its Input Dims, dtype, params, note) of the
+--          runs in `run_list`; `params` tells apart calls with the same shapes but different
+--          work (causal or not, stride, ...).
+--   columns: run_id, op_name, input_dims, dtype, family, params, calls (op instances with GPU
+--            time), kernels (their GPU ops), flops, bytes (per call, from op_work; NULL when not
+--            computable), gpu_ns (total duration of the attributed GPU ops), tflops_per_s
+--            (flops * calls / gpu_ns / 1e3: 1e12 FLOP/s), tb_per_s (bytes * calls / gpu_ns /
+--            1e3: 1e12 bytes/s), intensity (flops / bytes, FLOP/byte), roof, peak_tflops (the
+--            device's peak for `roof`, or the override), peak_tbs (HBM peak or the override),
+--            ridge (peak_tflops / peak_tbs: the intensity where the roofs meet), bound
+--            ('compute' when intensity >= ridge, else 'memory'), pct_of_peak (100 x achieved /
+--            the bounding peak: tflops_per_s / peak_tflops or tb_per_s / peak_tbs),
+--            non_contiguous (any call had a non-contiguous input, see op_work), device,
+--            note (why work, bound or pct_of_peak are missing)
+--   peak_tflops: NULL (the device table), a number (the compute roof of every row, TFLOP/s), or
+--            JSON text {"bf16": 989, "vector": 67, ...} (per roof label; others from the
+--            device table). peak_tbs: NULL (the device table) or TB/s.
+--   Unknown devices (no device_peaks match, no override): rates without bound/pct_of_peak.
+--   Host<->device and peer copies (memcpy other than DtoD) are link-bound, not HBM-bound: no
+--   bound/pct_of_peak.
+--
+-- roofline(run, op_pattern := NULL, peak_tflops := NULL, peak_tbs := NULL)  (table macro)
+--   grain: roofline_runs for the one run `run`, rows of op names matching `op_pattern`
+--          (tw_op_matches; NULL: all), by gpu_ns descending; columns as roofline_runs without
+--          run_id.
+--
+-- roofline_history(op_pattern := NULL, since := NULL, peak_tflops := NULL, peak_tbs := NULL)
+--   (table macro)
+--   grain: one row per visible run of `day` >= `since` (a DATE; NULL: all) with matching
+--          modelled ops, oldest first.
+--   columns: day, start_ns, run_id, job, rank, labels_json, device, ops (distinct op names
+--            matched), calls, gpu_ns, flops (total: sum of flops * calls), bytes (total),
+--            tflops_per_s (flops / gpu_ns / 1e3), tb_per_s, pct_of_peak (the gpu_ns-weighted
+--            mean of the matched rows' pct_of_peak)
+--   Matched: roofline_runs rows with flops, of op names matching `op_pattern` (tw_op_matches).
+--
+-- tw_op_matches(name, pattern)  (scalar macro)
+--   whether `name` matches `pattern`: case-insensitive, a glob when the pattern holds any of
+--   * ? [ and a substring otherwise (as metric_history's kernel_pattern); NULL pattern: true.
+
+CREATE OR REPLACE MACRO tw_tf32_kernel(name) AS
+    coalesce(regexp_matches(name, 'tf32|xf32|tensorop_s[0-9]', 'i'), false);
+
+CREATE OR REPLACE MACRO cpu_op_parents(run_list) AS TABLE
+WITH e AS (
+    SELECT
+        run_id, coalesce(pid, -1) AS pid_k, coalesce(tid, -1) AS tid_k,
+        pid, tid, event_index, name, ts_ns, dur_ns,
+        row_number() OVER (
+            PARTITION BY run_id, coalesce(pid, -1), coalesce(tid, -1)
+            ORDER BY ts_ns, dur_ns DESC, event_index
+        ) AS seq
+    FROM events
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id) AND cat = 'cpu_op'
+      AND dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+),
+pts AS (
+    SELECT run_id, pid_k, tid_k, ts_ns AS t, 1 AS k, seq, 0 AS sub, 1 AS d FROM e
+    UNION ALL
+    SELECT run_id, pid_k, tid_k, ts_ns + dur_ns AS t, CASE WHEN dur_ns > 0 THEN 0 ELSE 1 END AS k,
+           seq, 1 AS sub, -1 AS d
+    FROM e
+),
+depths AS (
+    SELECT run_id, pid_k, tid_k, seq,
+        coalesce(sum(d) OVER (
+            PARTITION BY run_id, pid_k, tid_k ORDER BY t, k, seq, sub
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ), 0) AS depth,
+        d
+    FROM pts
+),
+ed AS (
+    SELECT e.*, CAST(dp.depth AS BIGINT) AS depth
+    FROM e JOIN depths dp USING (run_id, pid_k, tid_k, seq)
+    WHERE dp.d = 1
+)
+SELECT c.run_id, c.pid, c.tid, c.event_index, c.name, c.ts_ns, c.dur_ns, c.depth,
+       p.event_index AS parent_event_index
+FROM ed c
+ASOF LEFT JOIN ed p
+    ON p.run_id = c.run_id AND p.pid_k = c.pid_k AND p.tid_k = c.tid_k
+   AND p.depth = c.depth - 1 AND c.seq > p.seq;
+
+CREATE OR REPLACE MACRO roofline_ops(run_list) AS TABLE
+WITH RECURSIVE
+g AS (
+    SELECT run_id, event_index, name, dur_ns, op_kind, memcpy_kind, launch_name, launch_pid,
+           launch_tid, op_name, op_ts_ns, op_dur_ns,
+           coalesce(launch_name ILIKE '%GraphLaunch%', false) AS graph
+    FROM gpu_ops
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id) AND dur_ns IS NOT NULL
+),
+p AS (
+    SELECT * FROM cpu_op_parents(run_list)
+),
+l AS (
+    SELECT g.*, p.event_index AS launcher
+    FROM g
+    LEFT JOIN p
+      ON p.run_id = g.run_id AND p.pid = g.launch_pid AND p.tid = g.launch_tid
+     AND p.ts_ns = g.op_ts_ns AND p.name = g.op_name AND p.dur_ns = g.op_dur_ns
+    QUALIFY row_number() OVER (PARTITION BY g.run_id, g.event_index ORDER BY p.depth DESC NULLS LAST) = 1
+),
+launchers AS (
+    SELECT run_id, launcher, bool_and(graph) AS graph
+    FROM l WHERE launcher IS NOT NULL
+    GROUP BY run_id, launcher
+),
+chain(run_id, launcher, node, dist) AS (
+    SELECT run_id, launcher, launcher, 0 FROM launchers
+    UNION ALL
+    SELECT c.run_id, c.launcher, p.parent_event_index, c.dist + 1
+    FROM chain c
+    JOIN p ON p.run_id = c.run_id AND p.event_index = c.node
+    WHERE p.parent_event_index IS NOT NULL
+),
+node_sig AS (
+    SELECT
+        c.run_id, c.launcher, c.node, c.dist, e.name AS op_name,
+        CAST(json_extract(e.args_json, '$."Input Dims"') AS VARCHAR) AS input_dims,
+        CAST(json_extract(e.args_json, '$."Input type"') AS VARCHAR) AS input_types,
+        CAST(json_extract(e.args_json, '$."Input Strides"') AS VARCHAR) AS input_strides,
+        CAST(json_extract(e.args_json, '$."Concrete Inputs"') AS VARCHAR) AS concrete_inputs
+    FROM chain c
+    JOIN events e ON e.run_id = c.run_id AND e.event_index = c.node
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), e.run_id) AND e.cat = 'cpu_op'
+),
+nodes AS (
+    SELECT
+        n.run_id, n.launcher, n.node, n.dist, n.op_name, n.input_dims,
+        w.dtype, w.family, w.params, w.flops, w.bytes, w.roof, w.non_contiguous, w.note,
+        coalesce(w.flops IS NOT NULL AND w.bytes IS NOT NULL, false) AS modelled
+    FROM node_sig n
+    LEFT JOIN op_work(run_list) w
+      ON w.run_id = n.run_id AND w.op_name = n.op_name
+     AND w.input_dims IS NOT DISTINCT FROM n.input_dims
+     AND w.input_types IS NOT DISTINCT FROM n.input_types
+     AND w.input_strides IS NOT DISTINCT FROM n.input_strides
+     AND w.concrete_inputs IS NOT DISTINCT FROM n.concrete_inputs
+),
+nearest AS (
+    SELECT n.run_id, n.launcher,
+           arg_min(n.node, n.dist) FILTER (WHERE n.modelled) AS nm,
+           min(n.dist) FILTER (WHERE n.modelled) AS nm_dist
+    FROM nodes n
+    JOIN launchers la ON la.run_id = n.run_id AND la.launcher = n.launcher
+    WHERE NOT la.graph
+    GROUP BY n.run_id, n.launcher
+),
+absorbing AS (
+    SELECT DISTINCT run_id, nm AS node FROM nearest WHERE nm_dist > 0
+),
+outer_absorbing AS (
+    SELECT c.run_id, c.launcher, arg_max(c.node, c.dist) AS oa
+    FROM chain c
+    JOIN absorbing a ON a.run_id = c.run_id AND a.node = c.node
+    GROUP BY c.run_id, c.launcher
+),
+attr AS (
+    SELECT n.run_id, n.launcher, coalesce(o.oa, n.nm, n.launcher) AS attributed
+    FROM nearest n
+    LEFT JOIN outer_absorbing o ON o.run_id = n.run_id AND o.launcher = n.launcher
+)
+SELECT
+    l.run_id, l.event_index AS gpu_event_index, l.name, l.dur_ns, l.op_kind, l.memcpy_kind,
+    l.launcher AS launcher_event_index,
+    w.node AS op_event_index, l.graph,
+    w.op_name, w.input_dims, w.dtype, w.family, w.params,
+    CASE WHEN NOT l.graph THEN w.flops END AS flops,
+    CASE WHEN NOT l.graph THEN w.bytes END AS bytes,
+    w.roof, w.non_contiguous,
+    CASE
+        WHEN l.launcher IS NULL THEN 'no CPU operator encloses the launch'
+        WHEN l.graph THEN 'CUDA/HIP graph replay: the kernels were not issued by this operator'
+        ELSE w.note
+    END AS note
+FROM l
+LEFT JOIN attr a ON a.run_id = l.run_id AND a.launcher = l.launcher
+LEFT JOIN nodes w
+  ON w.run_id = l.run_id AND w.launcher = l.launcher
+ AND w.node = CASE WHEN l.graph THEN l.launcher ELSE a.attributed END;
+
+CREATE OR REPLACE MACRO roofline_runs(run_list, peak_tflops := NULL, peak_tbs := NULL) AS TABLE
+WITH per_op AS (
+    SELECT
+        run_id, op_event_index, graph,
+        any_value(op_name) AS op_name, any_value(input_dims) AS input_dims,
+        any_value(dtype) AS dtype, any_value(family) AS family, any_value(params) AS params,
+        any_value(flops) AS flops, any_value(bytes) AS bytes, any_value(roof) AS roof,
+        any_value(non_contiguous) AS non_contiguous, any_value(note) AS note,
+        CAST(sum(dur_ns) AS BIGINT) AS gpu_ns,
+        count(*) AS kernels,
+        bool_or(op_kind = 'memcpy' AND coalesce(memcpy_kind, '') <> 'DtoD') AS host_copy,
+        bool_or(tw_tf32_kernel(name)) AS tf32
+    FROM roofline_ops(run_list)
+    GROUP BY run_id, op_event_index, graph
+),
+per_op_roof AS (
+    SELECT * REPLACE (
+        CASE WHEN roof = 'fp32' AND tf32 AND family IN ('gemm', 'grouped_gemm', 'attention', 'attention_bwd', 'conv', 'conv_bwd')
+             THEN 'tf32' ELSE roof END AS roof)
+    FROM per_op
+),
+grp AS (
+    SELECT
+        run_id, op_name, input_dims, dtype, family, params, flops, bytes, roof, note,
+        count(*) AS calls,
+        CAST(sum(kernels) AS BIGINT) AS kernels,
+        CAST(sum(gpu_ns) AS BIGINT) AS gpu_ns,
+        bool_or(host_copy) AS host_copy,
+        bool_or(non_contiguous) AS non_contiguous
+    FROM per_op_roof
+    GROUP BY run_id, op_name, input_dims, dtype, family, params, flops, bytes, roof, note
+),
+peaked AS (
+    SELECT
+        g.*,
+        d.device,
+        coalesce(
+            TRY_CAST(CAST(peak_tflops AS VARCHAR) AS DOUBLE),
+            TRY_CAST(json_extract_string(TRY_CAST(CAST(peak_tflops AS VARCHAR) AS JSON), '$."' || g.roof || '"') AS DOUBLE),
+            tw_peak_tflops(d, g.roof)
+        ) AS pk_tflops,
+        coalesce(CAST(peak_tbs AS DOUBLE), d.hbm_tbs) AS pk_tbs,
+        g.flops * g.calls / nullif(g.gpu_ns, 0) / 1e3 AS tflops_per_s,
+        g.bytes * g.calls / nullif(g.gpu_ns, 0) / 1e3 AS tb_per_s,
+        g.flops / nullif(g.bytes, 0) AS intensity
+    FROM grp g
+    LEFT JOIN run_device(run_list) d ON d.run_id = g.run_id
+),
+bounded AS (
+    SELECT
+        *,
+        pk_tflops / nullif(pk_tbs, 0) AS ridge,
+        CASE WHEN host_copy OR intensity IS NULL OR pk_tflops IS NULL OR pk_tbs IS NULL THEN NULL
+             WHEN intensity >= pk_tflops / pk_tbs THEN 'compute' ELSE 'memory' END AS bound
+    FROM peaked
+)
+SELECT
+    run_id, op_name, input_dims, dtype, family, params, calls, kernels, flops, bytes, gpu_ns,
+    tflops_per_s, tb_per_s, intensity, roof, pk_tflops AS peak_tflops, pk_tbs AS peak_tbs, ridge, bound,
+    CASE bound WHEN 'compute' THEN 100.0 * tflops_per_s / pk_tflops
+               WHEN 'memory' THEN 100.0 * tb_per_s / pk_tbs END AS pct_of_peak,
+    non_contiguous, device,
+    nullif(concat_ws('; ', note,
+        CASE WHEN host_copy THEN 'host<->device or peer copy: bound by the link, not HBM' END,
+        CASE WHEN flops IS NOT NULL AND bytes IS NOT NULL AND NOT host_copy
+                  AND (pk_tflops IS NULL OR pk_tbs IS NULL)
+             THEN 'no peak for this device/dtype (give --peak-tflops/--peak-tbs)' END
+    ), '') AS note
+FROM bounded;
+
+CREATE OR REPLACE MACRO tw_op_matches(name, pattern) AS
+    pattern IS NULL OR CASE
+        WHEN regexp_matches(pattern, '[*?\[]') THEN lower(coalesce(name, '')) GLOB lower(pattern)
+        ELSE contains(lower(coalesce(name, '')), lower(pattern))
+    END;
+
+CREATE OR REPLACE MACRO roofline(run, op_pattern := NULL, peak_tflops := NULL, peak_tbs := NULL) AS TABLE
+SELECT * EXCLUDE (run_id)
+FROM roofline_runs([run], peak_tflops := peak_tflops, peak_tbs := peak_tbs)
+WHERE tw_op_matches(op_name, op_pattern)
+ORDER BY gpu_ns DESC, op_name, input_dims, params;
+
+CREATE OR REPLACE MACRO roofline_history(op_pattern := NULL, since := NULL, peak_tflops := NULL, peak_tbs := NULL) AS TABLE
+WITH rs AS (
+    SELECT list(run_id) AS run_list
+    FROM runs
+    WHERE CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE)
+),
+rows AS (
+    SELECT *
+    FROM roofline_runs((SELECT run_list FROM rs), peak_tflops := peak_tflops, peak_tbs := peak_tbs)
+    WHERE flops IS NOT NULL AND gpu_ns > 0
+      AND tw_op_matches(op_name, op_pattern)
+),
+agg AS (
+    SELECT
+        run_id,
+        any_value(device) AS device,
+        count(DISTINCT op_name) AS ops,
+        CAST(sum(calls) AS BIGINT) AS calls,
+        CAST(sum(gpu_ns) AS BIGINT) AS gpu_ns,
+        sum(flops * calls) AS flops,
+        sum(bytes * calls) AS bytes,
+        sum(pct_of_peak * gpu_ns) / nullif(sum(gpu_ns) FILTER (WHERE pct_of_peak IS NOT NULL), 0) AS pct_of_peak
+    FROM rows
+    GROUP BY run_id
+)
+SELECT
+    r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, a.device, a.ops, a.calls, a.gpu_ns,
+    a.flops, a.bytes,
+    a.flops / nullif(a.gpu_ns, 0) / 1e3 AS tflops_per_s,
+    a.bytes / nullif(a.gpu_ns, 0) / 1e3 AS tb_per_s,
+    a.pct_of_peak
+FROM agg a
+JOIN runs r ON r.run_id = a.run_id
+ORDER BY r.start_ns, r.rank, r.run_id;

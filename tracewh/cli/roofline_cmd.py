@@ -1,0 +1,66 @@
+"""`tracewh roofline`: achieved TFLOP/s and TB/s per operator against the device's roof."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from tracewh.api import Warehouse
+from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
+from tracewh.cli.output import emit, write_out
+from tracewh.errors import UsageError
+from tracewh.roofline import PeakTflops, parse_peak_tflops
+
+_OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet), every column."
+_PEAK_HELP = (
+    "Compute roof in TFLOP/s instead of the device table's: one number for every row, or "
+    "ROOF=N pairs (roofs: vector, fp32, tf32, fp16, bf16, fp8, int8), e.g. bf16=989,vector=67."
+)
+
+#: Columns shown in the terminal table (CSV, JSON and --out carry every column).
+TABLE_COLUMNS = (
+    "op_name", "input_dims", "dtype", "calls", "flops", "bytes", "gpu_ns", "tflops_per_s",
+    "tb_per_s", "intensity", "pct_of_peak", "bound", "non_contiguous", "note",
+)
+
+
+def _title(df: pl.DataFrame, run: str) -> str:
+    devices = [d for d in df["device"].unique().to_list() if d] if "device" in df.columns else []
+    device = devices[0] if devices else "unknown device (no peaks: rates only)"
+    return f"roofline of run {run} on {device}"
+
+
+@app.command()
+def roofline(
+    warehouse: str = warehouse_option(),
+    run: str = run_option(),
+    op: str | None = typer.Option(None, "--op", help="Operator name pattern (case-insensitive; glob with * ? [, else substring)."),
+    top: int | None = typer.Option(20, "--top", "-n", help="Show the N operators with the most GPU time."),
+    peak_tflops: str | None = typer.Option(None, "--peak-tflops", help=_PEAK_HELP),
+    peak_tbs: float | None = typer.Option(None, "--peak-tbs", help="Memory roof in TB/s instead of the device table's HBM bandwidth."),
+    fmt: str = format_option(),
+    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+) -> None:
+    """FLOPs and bytes per call of each CPU operator, achieved TFLOP/s and TB/s, % of the roof.
+
+    One row per operator name, Input Dims and dtype (and params: e.g. causal or not), by GPU
+    time. Operators whose work cannot be computed are listed with the reason in `note`.
+
+    Example: tracewh roofline --op addmm --top 10 --peak-tflops bf16=989
+    """
+    with handle_errors():
+        if top is not None and top < 1:
+            raise UsageError("--top must be at least 1")
+        peaks: PeakTflops | None = parse_peak_tflops(peak_tflops) if peak_tflops is not None else None
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(run)
+        df = wh.roofline(ref.run_id, op=op, peak_tflops=peaks, peak_tbs=peak_tbs)
+        title = _title(df, ref.run_id)
+        shown = df.head(top) if top else df
+        if out is not None:
+            write_out(df, out)
+        if fmt == "table":
+            shown = shown.select([c for c in TABLE_COLUMNS if c in shown.columns])
+        emit(shown, fmt, title=title)
