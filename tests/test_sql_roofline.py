@@ -195,3 +195,15 @@ def test_device_names_match_the_peak_table() -> None:
     every = query(con, "SELECT device, hbm_tbs, fp32_tflops, vector_tflops, source FROM device_peaks")
     assert every.filter(every["hbm_tbs"].is_null() | every["fp32_tflops"].is_null()
                         | every["vector_tflops"].is_null() | every["source"].is_null()).is_empty()
+
+
+def test_every_roofline_macro_runs_on_an_empty_warehouse() -> None:
+    con = warehouse()
+    for sql in (
+        "SELECT * FROM op_signatures(['x'])", "SELECT * FROM op_work(['x'])",
+        "SELECT * FROM device_peaks", "SELECT * FROM run_device(['x'])",
+        "SELECT * FROM cpu_op_parents(['x'])", "SELECT * FROM roofline_ops(['x'])",
+        "SELECT * FROM roofline_runs(['x'])", "SELECT * FROM roofline('x')",
+        "SELECT * FROM roofline_history()",
+    ):  # fmt: skip
+        assert con.execute(sql).fetchall() is not None
