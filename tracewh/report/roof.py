@@ -108,10 +108,11 @@ def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:
         return Section(key, "Roofline", None, "no roofline data (the warehouse has no roofline)")
     devices = [d for d in rows["device"].unique().to_list() if d] if "device" in rows.columns else []
     device = devices[0] if devices else None
-    modelled = rows.filter(pl.col("flops").is_not_null()) if "flops" in rows.columns else rows
-    total = float(rows["gpu_ns"].sum()) if "gpu_ns" in rows.columns and rows.height else 0.0
+    ops = rows.filter(pl.col("op_name").is_not_null()) if "op_name" in rows.columns else rows
+    modelled = ops.filter(pl.col("flops").is_not_null()) if "flops" in ops.columns else ops
+    total = float(ops["gpu_ns"].sum()) if "gpu_ns" in ops.columns and ops.height else 0.0
     share = float(modelled["gpu_ns"].sum()) / total if total else math.nan
-    text = (f"Operators with a perf model cover {100 * share:.1f} % of the GPU time attributed to "
+    text = (f"Operators with computable work cover {100 * share:.1f} % of the GPU time of the "
             "operators; the others are listed with the reason." if total else "")
     return Section(
         key, "Roofline", roofline_chart(rows, device=device),
