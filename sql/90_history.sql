@@ -20,7 +20,7 @@
 --            mean_ns (total_ns / calls), calls_per_step (calls / step_divisor),
 --            time_per_step_ns (total_ns / step_divisor)
 --
--- run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL)  (table macro)
+-- run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL)  (table macro)
 --   grain: one row per run with GPU ops with a duration (day >= since, a DATE; NULL: all).
 --   columns: run_id, gpu_op_ns (summed durations of its GPU ops), devices (devices with an op
 --            of positive duration; 0 when none has one, and then the GPU time columns are
@@ -53,12 +53,13 @@
 --            gpu_busy_fraction, gpu_idle_fraction (gpu_busy_ns, gpu_idle_ns / gpu_window_ns;
 --            all from run_gpu_summary)
 --
--- metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL)  (table macro)
+-- metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL)  (table macro)
 --   grain: one row per visible run whose day >= since (a DATE; NULL: all), oldest first.
 --   columns: day, start_ns, run_id, job, rank, labels_json, n_steps, step_ns,
 --            gpu_idle_fraction, kernels (distinct GPU op names matched), calls, calls_per_step,
 --            time_per_step_ns, mean_ns (of the matched GPU ops; 0 calls when none ran)
---   Matched ops: kernel_pattern is a pattern on the op name or short_name, case-insensitive, a
+--   Matched ops: key_name (a kernel_key of 07_kernel_keys.sql: every op name under that key, so
+--   a kernel renamed by recompiles is one series) and kernel_pattern, a pattern on the op name or short_name, case-insensitive, a
 --   glob when it holds any of * ? [ and a substring otherwise; category_name an exact category
 --   (case-insensitive); both NULL: every GPU op; both set: ops matching both. run_steps for
 --   the steps, run_gpu_summary for the idle fraction and the matched ops.
@@ -111,7 +112,7 @@ SELECT
 FROM g
 JOIN run_steps s ON s.run_id = g.run_id;
 
-CREATE OR REPLACE MACRO run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL) AS TABLE
+CREATE OR REPLACE MACRO run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL) AS TABLE
 WITH o AS (
     -- one scan of gpu_ops serves every column; the match is evaluated here, on the scanned
     -- (dictionary-encoded) names, before the sort of the window below
@@ -125,7 +126,9 @@ WITH o AS (
             ELSE contains(lower(name), lower(kernel_pattern))
                 OR contains(lower(short_name), lower(kernel_pattern))
          END)
-        AND (category_name IS NULL OR lower(category) = lower(category_name)) AS matched,
+        AND (category_name IS NULL OR lower(category) = lower(category_name))
+        AND (key_name IS NULL OR name IN (
+            SELECT k.name FROM kernel_keys k WHERE k.kernel_key = key_name)) AS matched,
         name
     FROM gpu_ops
     WHERE dur_ns IS NOT NULL
@@ -223,7 +226,7 @@ FROM runs r
 JOIN run_steps s ON s.run_id = r.run_id
 LEFT JOIN run_gpu_summary() g ON g.run_id = r.run_id;
 
-CREATE OR REPLACE MACRO metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL) AS TABLE
+CREATE OR REPLACE MACRO metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL) AS TABLE
 SELECT
     r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, s.n_steps, s.step_ns,
     g.gpu_idle_fraction,
@@ -235,7 +238,8 @@ SELECT
 FROM runs r
 JOIN run_steps s ON s.run_id = r.run_id
 LEFT JOIN run_gpu_summary(
-    kernel_pattern := kernel_pattern, category_name := category_name, since := since
+    kernel_pattern := kernel_pattern, category_name := category_name, since := since,
+    key_name := key_name
 ) g ON g.run_id = r.run_id
 WHERE CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE)
 ORDER BY r.start_ns, r.rank, r.run_id;

@@ -66,3 +66,17 @@ def test_kernels_side_by_side_in_one_run_stay_distinct() -> None:
     # ... unless they too tell apart two kernels of one run
     assert keys["Cijk_Alik_Bljk_HHS_BH_MT128x64x32_MI32_SN"] == "Cijk_Alik_Bljk_HHS_BH_MT128x64x32_MI32_SN"
     assert len(set(keys.values())) == len(keys)  # every name its own key here
+
+
+def test_history_by_kernel_key_follows_a_renamed_kernel() -> None:
+    ops = [{"run_id": "n1", "name": "triton_poi_fused_add_0", "cat": "kernel", "ts_ns": 0, "dur_ns": 100},
+           {"run_id": "n2", "name": "triton_poi_fused_add_4", "cat": "kernel", "ts_ns": 0, "dur_ns": 120},
+           {"run_id": "n2", "name": "other", "cat": "kernel", "ts_ns": 500, "dur_ns": 7}]  # fmt: skip
+    runs = [{"run_id": "n1", "start_ns": 1}, {"run_id": "n2", "start_ns": 2}]
+    con = warehouse(runs=runs, gpu_ops=ops)
+    got = query(con, "SELECT run_id, calls, time_per_step_ns FROM metric_history("
+                     "key_name := 'triton_poi_fused_add') ORDER BY run_id")  # fmt: skip
+    assert got.rows() == [("n1", 1, 100.0), ("n2", 1, 120.0)]
+    # a raw-name pattern alone finds one night each
+    one = query(con, "SELECT calls FROM metric_history(kernel_pattern := 'fused_add_0') ORDER BY run_id")
+    assert one["calls"].to_list() == [1, 0]

@@ -522,6 +522,7 @@ class Warehouse:
         category: str | None = None,
         since: str | date | None = None,
         where: Mapping[str, str] | None = None,
+        kernel_key: str | None = None,
     ) -> pl.DataFrame:
         """Time series, one row per run (oldest first), of step time, idle fraction and ops.
 
@@ -536,6 +537,9 @@ class Warehouse:
             ``90d``, ``12w`` (before today, UTC) or a date: runs of that day or later.
         where
             Labels or run fields the runs must have (``{"model": "dit-xl-2"}``).
+        kernel_key
+            A kernel key (``kernel_keys`` view; the ``key`` of a kernel change): every op
+            name under it, so a kernel renamed by recompiles stays one series.
 
         Returns
         -------
@@ -544,7 +548,8 @@ class Warehouse:
             n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
             time_per_step_ns, mean_ns.
         """
-        return _hist.history(self, kernel=kernel, category=category, since=since, where=where)
+        return _hist.history(self, kernel=kernel, category=category, since=since, where=where,
+                             kernel_key=kernel_key)  # fmt: skip
 
     def changes(
         self,

@@ -133,6 +133,7 @@ def history(
     since: str | dt.date | None = None,
     where: Mapping[str, str] | None = None,
     today: dt.date | None = None,
+    kernel_key: str | None = None,
 ) -> pl.DataFrame:
     """Time series per run of the matched GPU ops, step time and idle fraction.
 
@@ -143,9 +144,10 @@ def history(
     # a run's child rows lie in its own day partition: the partitions before `first` hold
     # no row of a run metric_history keeps, so the connection leaves them out
     return wh.sql(
-        "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c, since := $s) h "
+        "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c, since := $s,"
+        " key_name := $key) h "
         f"WHERE h.run_id IN (SELECT run_id FROM runs WHERE {clauses}) "
         "ORDER BY h.start_ns, h.rank, h.run_id",
-        {**params, "k": kernel, "c": category, "s": first},
+        {**params, "k": kernel, "c": category, "s": first, "key": kernel_key},
         since=first,
     )

@@ -100,6 +100,7 @@ def history(
     kernel: str | None = typer.Option(None, "--kernel", "-k", help="GPU op name pattern (case-insensitive; glob with * ? [, else substring)."),
     category: str | None = typer.Option(None, "--category", "-c", help="A kernel category (gemm, attention, communication, ...)."),
     op: str | None = typer.Option(None, "--op", help="Follow CPU operators matching this pattern instead: achieved TFLOP/s, TB/s and % of peak per run (see `tracewh roofline`)."),
+    kernel_key: str | None = typer.Option(None, "--kernel-key", help="A kernel key (the key of a `tracewh changes` kernel line): every op name under it."),
     since: str | None = typer.Option(None, "--since", help="90d, 12w (before today, UTC) or YYYY-MM-DD."),
     where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE on a label or run field (repeatable)."),
     fmt: str = format_option(),
@@ -115,16 +116,20 @@ def history(
     with handle_errors():
         if sum(x is not None for x in (kernel, category, op)) > 1:
             raise UsageError("give one of --kernel, --category or --op")
+        if op is not None and kernel_key is not None:
+            raise UsageError("--kernel-key follows GPU ops: not with --op")
         if op is not None:
             df = Warehouse(warehouse).roofline_history(op=op, since=since, where=_where(where))
             if out is not None:
                 write_out(df, out)
             emit(df.drop("labels_json"), fmt, title=f"history: operators ~ {op!r}, achieved rates")
             return
-        df = Warehouse(warehouse).history(kernel=kernel, category=category, since=since, where=_where(where))
+        df = Warehouse(warehouse).history(kernel=kernel, category=category, since=since, where=_where(where), kernel_key=kernel_key)
         if out is not None:
             write_out(df, out)
         what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
+        if kernel_key:
+            what += f", kernel key {kernel_key!r}"
         emit(df.drop("labels_json"), fmt, title=f"history: {what}, per step")
 
 
