@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -210,11 +211,15 @@ def capture_script(
         config_path = Path(tmp) / "config.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         argv = [cmd.python, *cmd.python_options, str(RUNNER), str(config_path)]
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the script
+        # Ctrl-C reaches the script (same process group), which writes what it measured; the
+        # parent waits for it instead of dying first (only the main thread may set handlers).
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
             proc = subprocess.run(argv, check=False)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if main:
+                signal.signal(signal.SIGINT, previous)
         status = _read_status(status_path, proc.returncode, cmd)
     return _outcome(status, out, spec)
 
