@@ -17,7 +17,7 @@ TW := $(BIN)/tracewh
 TORCH_VERSION ?= 2.13.0
 CAPTURE_STAMP := $(VENV)/.capture-installed
 
-.PHONY: help venv capture-deps demo test test-all bench lint nightly report report-kernels report-history clean
+.PHONY: help venv capture-deps hta-venv demo test test-all bench lint nightly report report-kernels report-history clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -62,7 +62,20 @@ test: $(STAMP) $(CAPTURE_STAMP) ## run the default test suite (fast; no tests ma
 test-all: $(STAMP) $(CAPTURE_STAMP) ## run every test, including those marked slow
 	$(BIN)/python -m pytest -q -m 'slow or not slow'
 
-bench: $(STAMP) ## run the benchmarks (ratios side by side, peak memory)
+# The reference analyser for bench_real: HTA (`traceinsight` on PyPI) in a bench-only venv,
+# never a project dependency. Without it (no network) bench_real says so and skips HTA's side.
+HTA_VENV := data/bench/hta-venv
+HTA_STAMP := $(HTA_VENV)/.installed
+
+$(HTA_STAMP):
+	@mkdir -p $(dir $(HTA_VENV))
+	@test -x $(HTA_VENV)/bin/python || $(PYTHON) -m venv $(HTA_VENV)
+	@$(HTA_VENV)/bin/pip install --quiet traceinsight && touch $@ || \
+	  echo "traceinsight could not be installed: bench_real runs without HTA"
+
+hta-venv: $(HTA_STAMP) ## the bench-only venv with HTA (traceinsight), for bench_real (automatic in make bench)
+
+bench: $(STAMP) $(HTA_STAMP) ## run the benchmarks (ratios side by side, peak memory; HTA in a bench-only venv)
 	$(BIN)/python -m bench.run
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter contracts

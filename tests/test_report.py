@@ -132,3 +132,20 @@ def test_flame_cli_rejects_unknown_format(small_wh: Warehouse, tmp_path: Path) -
     result = CliRunner().invoke(app, ["flame", "latest", "-w", str(small_wh.root), "--out",
                                       str(tmp_path / "x"), "--format", "svg"])
     assert result.exit_code == 2 and "folded" in result.output
+
+
+def test_every_chart_spec_is_valid_vega_lite(small_wh: Warehouse, alexnet_id: str) -> None:
+    """Reports skip Altair's schema validation for speed: the charts they build validate here."""
+    from tracewh.report import render
+    from tracewh.report.memory_section import collect_memory, memory_section
+    from tracewh.report.sections import history_sections, run_sections
+    from tracewh.report.source import collect_history, collect_run
+
+    with small_wh.session():
+        sections = run_sections(collect_run(small_wh, alexnet_id))
+        sections.append(memory_section(collect_memory(small_wh, alexnet_id)))
+        sections += history_sections(collect_history(small_wh, since=None, run=alexnet_id))
+    charts = [s for s in sections if s.chart is not None]
+    assert len(charts) >= 5
+    for sec in charts:
+        assert render.spec(sec.chart, validate=True) == render.spec(sec.chart), sec.key

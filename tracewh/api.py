@@ -10,33 +10,47 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import polars as pl
 
-from tracewh import alerts as _alerts
-from tracewh import check as _check
-from tracewh import history as _hist
+from tracewh import macros
 from tracewh import memory as _mem
-from tracewh import roofline as _roof
-from tracewh.db import connect_tables
+from tracewh.db import (
+    Rows,
+    TableInfo,
+    catalog_tables,
+    connect_catalog,
+    fetch_frame,
+    fetch_rows,
+    first_line,
+    shadow_files,
+)
 from tracewh.errors import (
     EmptyWarehouseError,
-    QueryError,
     RunNotFoundError,
     UsageError,
     WarehouseError,
 )
-from tracewh.ingest.batch import Executor, IngestReport, ingest_paths
-from tracewh.ingest.maintenance import CompactReport, VerifyReport, compact, verify
-from tracewh.ingest.pipeline import FileResult, IngestOptions
 from tracewh.runsel import RunRef, where_clause
-from tracewh.schema import TABLES
-from tracewh.store import Store
+from tracewh.store import Store, select_files
+
+# Polars, the ingest pipeline (pyarrow, deltalake), history, changes and check are imported
+# where they are used: a command that prints a query's rows loads none of them
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracewh import alerts as _alerts
+    from tracewh import check as _check
+    from tracewh import roofline as _roof
+    from tracewh.ingest.batch import Executor, IngestReport
+    from tracewh.ingest.maintenance import CompactReport, VerifyReport
+    from tracewh.ingest.pipeline import FileResult
 
 __all__ = ["RunRef", "Warehouse"]
 
@@ -62,6 +76,7 @@ class Warehouse:
     ) -> None:
         self.store = Store(root, storage_options=dict(storage_options or {}))
         self.root: Path | str = self.store.root
+        self._pinned: _Pinned | None = None  # set inside `with wh.session():`
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.root)!r})"
@@ -72,7 +87,7 @@ class Warehouse:
         paths: Iterable[str | Path],
         *,
         labels: Mapping[str, str] | None = None,
-        jobs: int = 1,
+        jobs: int | str = "auto",
         steps: int | None = None,
         skip_python: bool = False,
         force: bool = False,
@@ -82,13 +97,17 @@ class Warehouse:
     ) -> IngestReport:
         """Ingest trace files and directories (recursive ``*.json``/``*.json.gz``).
 
-        Returns an :class:`~tracewh.ingest.batch.IngestReport`; a bad file is a
-        failed result, never an exception.
+        ``jobs``: processes, or ``"auto"`` (the default: every core for one big file
+        or for many files, this process alone for a few small ones; see
+        :func:`tracewh.ingest.batch.resolve_jobs`). Returns an
+        :class:`~tracewh.ingest.batch.IngestReport`; a bad file is a failed result,
+        never an exception.
         """
+        from tracewh.ingest.batch import ingest_paths
+        from tracewh.ingest.pipeline import IngestOptions
+
         if steps is not None and steps < 1:
             raise UsageError("--steps must be at least 1")
-        if jobs < 1:
-            raise UsageError("--jobs must be at least 1")
         options = IngestOptions(
             labels=dict(labels or {}), steps=steps, skip_python=skip_python, force=force, job=job
         )
@@ -98,15 +117,51 @@ class Warehouse:
 
     def verify(self) -> VerifyReport:
         """Check that every visible run is complete and every data file is intact."""
+        from tracewh.ingest.maintenance import verify
+
         self.store.require()
         return verify(self.store)
 
     def compact(self, *, retain_hours: int = 168) -> CompactReport:
         """Remove leftovers, merge small files, vacuum files older than ``retain_hours``."""
+        from tracewh.ingest.maintenance import compact
+
         self.store.require()
         return compact(self.store, retain_hours=retain_hours)
 
     # ----------------------------------------------------------------- query
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Warehouse]:
+        """Read one snapshot through one DuckDB connection for the queries inside.
+
+        Inside ``with wh.session():`` every query of this object reads the Delta logs
+        once (at entry) and reuses one connection (its Parquet metadata cache too);
+        writes made meanwhile are not seen. A report runs its ~20 queries this way.
+        Nested sessions reuse the outer one.
+
+        Examples
+        --------
+        >>> with Warehouse("wh").session() as wh:            # doctest: +SKIP
+        ...     top, gaps = wh.kernels(), wh.gaps()
+        """
+        if self._pinned is not None:
+            yield self
+            return
+        con = connect_catalog()
+        try:
+            tables = catalog_tables(con)
+            self.store.require(tables=[n for n, _ in tables])
+            live = self._guard_log(lambda: self.store.snapshot_live(tables))
+            if not live.get("runs"):
+                raise EmptyWarehouseError(self.root)
+            if self.store.remote:
+                con.register_filesystem(self.store.filesystem())
+            self._pinned = _Pinned(con, tables, live)
+            yield self
+        finally:
+            self._pinned = None
+            con.close()
+
     def connect(
         self, *, days: Collection[date] | None = None, since: date | None = None
     ) -> duckdb.DuckDBPyConnection:
@@ -114,23 +169,80 @@ class Warehouse:
 
         With ``days``, run tables hold only those ``day`` partitions, with ``since``
         only the partitions of that day or later (``runs`` is always whole):
-        per-run analyses then cost the same whatever the warehouse's size.
+        per-run analyses then cost the same whatever the warehouse's size. The
+        caller closes it. Inside :meth:`session`, it reads the session's snapshot.
         """
-        self.store.require()
+        return self._connect(days=days, since=since, own=True)
+
+    def _connect(
+        self,
+        *,
+        days: Collection[date] | None = None,
+        since: date | None = None,
+        only: str | None = None,
+        own: bool = False,
+    ) -> duckdb.DuckDBPyConnection:
+        """The catalog over the snapshot (of table ``only`` alone, the rest left empty).
+
+        Inside a session: the session's connection re-pointed at its snapshot (unless
+        ``own``: a new connection over that snapshot).
+        """
+        pinned = self._pinned
+        con = connect_catalog() if pinned is None or own else pinned.con
         try:
-            files = self.store.snapshot_files(days=days, since=since)
+            tables = pinned.tables if pinned is not None else catalog_tables(con)
+            wanted = tables if only is None else [t for t in tables if t[0] == only]
+            if pinned is not None:
+                files = select_files({n: pinned.live[n] for n, _ in wanted}, dict(tables),
+                                     days=days, since=since)
+            else:
+                self.store.require(tables=[n for n, _ in tables])
+                files = self._snapshot(wanted, days=days, since=since)
+            if not files.get("runs"):
+                raise EmptyWarehouseError(self.root)
+            if self.store.remote and (pinned is None or own):
+                con.register_filesystem(self.store.filesystem())
+            try:
+                shadow_files(con, files, reset=pinned is not None and not own)
+            except duckdb.Error as exc:
+                raise WarehouseError(
+                    self.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
+                ) from exc
+        except BaseException:
+            self._release(con)
+            raise
+        return con
+
+    def _release(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Close ``con`` unless it is the session's."""
+        if self._pinned is None or con is not self._pinned.con:
+            con.close()
+
+    @contextlib.contextmanager
+    def _conn(self, **kwargs: Any) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = self._connect(**kwargs)
+        try:
+            yield con
+        finally:
+            self._release(con)
+
+    def _guard_log(self, read: Callable[[], _T]) -> _T:
+        try:
+            return read()
         except WarehouseError:
             raise
         except Exception as exc:  # delta-rs errors reading the log
             raise WarehouseError(self.root, f"cannot read the table log: {exc}") from exc
-        if not files.get("runs"):
-            raise EmptyWarehouseError(self.root)
-        try:
-            return self._connect_files(files)
-        except duckdb.Error as exc:
-            raise WarehouseError(
-                self.root, f"cannot open the tables ({_first_line(exc)}); run `tracewh verify`"
-            ) from exc
+
+    def _snapshot(
+        self, tables: list[TableInfo], *, days: Collection[date] | None, since: date | None
+    ) -> dict[str, list[str]]:
+        if self._pinned is not None:
+            return select_files({n: self._pinned.live[n] for n, _ in tables},
+                                dict(self._pinned.tables), days=days, since=since)
+        return self._guard_log(
+            lambda: self.store.snapshot_files(days=days, since=since, tables=tables)
+        )
 
     def sql(
         self,
@@ -145,35 +257,30 @@ class Warehouse:
         ``days`` restricts the run tables to those partitions, ``since`` to the
         partitions of that day or later (see :meth:`connect`).
         """
-        con = self.connect(days=days, since=since)
-        try:
-            return _run(con, query, params)
-        finally:
-            con.close()
+        with self._conn(days=days, since=since) as con:
+            return fetch_frame(con, query, params)
 
-    def _runs_query(self, query: str, params: Mapping[str, Any]) -> pl.DataFrame:
-        """A query over ``runs`` alone: no other table's log is read, no view is bound."""
-        self.store.require()
-        files = self.store.file_uris("runs")
-        if not files:
-            raise EmptyWarehouseError(self.root)
-        # the prepared catalog holds every other table as an empty placeholder: no other
-        # Delta log is read and nothing is bound but this query
-        con = self._connect_files({"runs": files})
-        try:
-            return _run(con, query, params)
-        finally:
-            con.close()
+    def query(
+        self,
+        query: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        days: Collection[date] | None = None,
+        since: date | None = None,
+    ) -> Rows:
+        """Like :meth:`sql`, but the result as plain :class:`Rows` (no Polars is imported).
 
-    def _connect_files(
-        self, files: Mapping[str, Sequence[str]], *, apply: bool = True
-    ) -> duckdb.DuckDBPyConnection:
-        """DuckDB over snapshot files; on an object store it reads them through fsspec."""
-        fs = self.store.filesystem() if self.store.remote else None
-        return connect_tables(files=files, apply=apply, filesystem=fs)
+        For callers that print or iterate over a result: a command's start stays
+        that of Python and DuckDB.
+        """
+        with self._conn(days=days, since=since) as con:
+            return fetch_rows(con, query, params)
 
     def scan(self, table: str) -> pl.LazyFrame:
         """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""
+
+        from tracewh.schema import TABLES
+
         if table not in TABLES:
             raise UsageError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
         self.store.require()
@@ -186,10 +293,20 @@ class Warehouse:
         return frame.join(runs, on=["run_id", "ingest_id"], how="semi")
 
     def _scan_files(self, table: str) -> pl.LazyFrame:
-        """A LazyFrame over the current snapshot's files of ``table``, typed as schema.py says."""
+        """A LazyFrame over the current snapshot's files of ``table``, typed as schema.py says.
+
+        Inside a :meth:`session`, the session's snapshot.
+        """
+        import polars as pl
+
+        from tracewh.schema import TABLES
+
         spec = TABLES[table]
         schema = pl.Schema(pl.DataFrame(spec.schema.empty_table()).schema)
-        files = self.store.file_uris(table)
+        if self._pinned is not None:
+            files = [path for path, _ in self._pinned.live.get(table, [])]
+        else:
+            files = self.store.file_uris(table)
         if not files:
             return pl.LazyFrame(schema=schema)
         frame = pl.scan_parquet(
@@ -208,6 +325,8 @@ class Warehouse:
         ``workload_by`` (``labels`` | ``fingerprint`` | ``none``), ``unusable`` (why the
         run stays out of baselines, see :mod:`tracewh.analysis.health`; NULL when usable).
         """
+        from tracewh import alerts as _alerts
+
         clauses, params = where_clause(where or {})
         df = self._runs_query(
             f"SELECT * EXCLUDE (metadata_json) FROM runs WHERE {clauses} "
@@ -226,23 +345,17 @@ class Warehouse:
         ``minhash`` is the run's fingerprint signature (``fingerprints`` table; NULL for a
         run ingested before fingerprints existed).
         """
-        self.store.require()
-        files = {
-            "runs": self.store.table("runs").file_uris(),
-            "fingerprints": self.store.table("fingerprints").file_uris(),
-        }
-        if not files["runs"]:
-            raise EmptyWarehouseError(self.root)
-        con = self._connect_files(files)
-        try:
-            return _run(
+        with self._conn() as con:
+            return fetch_frame(
                 con,
                 "SELECT r.* EXCLUDE (metadata_json), f.minhash FROM runs r "
                 "LEFT JOIN fingerprints f USING (run_id)",
-                None,
             )
-        finally:
-            con.close()
+
+    def _runs_query(self, query: str, params: Mapping[str, Any]) -> pl.DataFrame:
+        """A query over ``runs`` alone: no other table's log is read, no view is bound."""
+        with self._conn(only="runs") as con:
+            return fetch_frame(con, query, params)
 
     # ------------------------------------------------------------- selectors
     def resolve_run(self, selector: str = "latest") -> RunRef:
@@ -251,49 +364,75 @@ class Warehouse:
         Several matches of ``KEY=VALUE`` resolve to the latest of them (by trace
         start, then lowest rank); an ambiguous run_id prefix is an error.
         """
+        with self._conn(only="runs") as con:
+            return self._resolve(con, selector)
+
+    def _resolve(self, con: duckdb.DuckDBPyConnection, selector: str) -> RunRef:
+        """:meth:`resolve_run` on a connection whose ``runs`` is the snapshot's."""
         sel = selector.strip()
         where: dict[str, str] = {}
         if "=" in sel:
             key, _, value = sel.partition("=")
             where[key.strip()] = value.strip()
         clauses, params = where_clause(where)
-        df = self._runs_query(
+        found = fetch_rows(
+            con,
             f"SELECT run_id, day, job, rank FROM runs WHERE {clauses} "
             "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
             params,
-        )
-        if df.is_empty():
+        ).rows
+        if not found:
             if where:
                 raise RunNotFoundError(selector)
             raise EmptyWarehouseError(self.root)
         if sel in ("", "latest") or where:
-            row = df.row(0, named=True)
+            row = found[0]
         else:
-            hits = df.filter(pl.col("run_id").str.starts_with(sel.lower()))
-            if hits.is_empty():
+            hits = [r for r in found if str(r[0]).startswith(sel.lower())]
+            if not hits:
                 raise RunNotFoundError(selector)
-            if hits.height > 1:
-                ids = ", ".join(hits["run_id"].head(5).to_list())
-                raise RunNotFoundError(selector, f"is ambiguous: matches {hits.height} runs ({ids})")
-            row = hits.row(0, named=True)
-        return RunRef(row["run_id"], row["day"], row["job"], row["rank"])
+            if len(hits) > 1:
+                ids = ", ".join(str(r[0]) for r in hits[:5])
+                raise RunNotFoundError(selector, f"is ambiguous: matches {len(hits)} runs ({ids})")
+            row = hits[0]
+        return RunRef(row[0], row[1], row[2], row[3])
 
     # -------------------------------------------------------------- analyses
+    @contextlib.contextmanager
+    def _run_conn(self, run: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunRef]]:
+        """One connection for one run: ``runs`` read and the run resolved, then its day's files.
+
+        ``runs`` is read before the child tables (so every child row of a run it
+        lists is in their snapshots), and only once.
+        """
+        with self._conn(only="runs") as con:
+            ref = self._resolve(con, run)
+            tables = [t for t in catalog_tables(con) if t[0] != "runs"]
+            files = self._snapshot(tables, days=[ref.day], since=None)
+            shadow_files(con, files, reset=self._pinned is not None)
+            yield con, ref
+
     def macro(self, name: str, run: str = "latest", /, **params: Any) -> pl.DataFrame:
         """Call a per-run table macro of ``sql/`` (e.g. ``stream_gaps``) for a run."""
-        ref = self.resolve_run(run)
-        return self.call(name, ref.run_id, days=[ref.day], **params)
+        query, values = _macro_sql(name, params)
+        with self._run_conn(run) as (con, ref):
+            return fetch_frame(con, query, {"first": ref.run_id, **values})
+
+    def macro_rows(self, name: str, run: str = "latest", /, **params: Any) -> Rows:
+        """:meth:`macro` as plain :class:`Rows` (no Polars): what a printing command needs."""
+        query, values = _macro_sql(name, params)
+        with self._run_conn(run) as (con, ref):
+            return fetch_rows(con, query, {"first": ref.run_id, **values})
 
     def call(
         self, name: str, first: Any, /, *, days: Collection[date] | None = None, **params: Any
     ) -> pl.DataFrame:
         """``SELECT * FROM name(first, key := value, ...)`` with values as parameters."""
-        if not name.isidentifier():
-            raise UsageError(f"not a macro name: {name!r}")
-        named = "".join(f", {k} := ${k}" for k in params)
-        return self.sql(
-            f"SELECT * FROM {name}($first{named})", {"first": first, **params}, days=days
-        )
+        query, values = _macro_sql(name, params)
+        return self.sql(query, {"first": first, **values}, days=days)
+
+    def _analysis(self, call: macros.MacroCall, run: str) -> pl.DataFrame:
+        return self.macro(call.name, run, **call.params)
 
     def kernels(
         self,
@@ -305,50 +444,38 @@ class Warehouse:
         top: int | None = None,
     ) -> pl.DataFrame:
         """Kernel ranking of a run (see ``sql/10_kernels.sql``)."""
-        _check_choice("group_by", group_by, ("name", "short_name", "category"))
-        _check_choice("by", by, ("total", "mean", "max", "calls"))
-        df = self.macro(
-            "kernel_ranking", run, cats=list(cats) if cats else None,
-            group_by=group_by, order_by=by,
-        )
+        df = self._analysis(macros.kernels(cats=cats, group_by=group_by, by=by), run)
         return df.head(top) if top else df
 
     def gaps(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
         """Stream gaps and idle breakdown per (device, stream) (``stream_gaps``)."""
-        return self.macro("stream_gaps", run, kernel_wait_threshold_ns=threshold_ns)
+        return self._analysis(macros.gaps(threshold_ns=threshold_ns), run)
 
     def largest_gaps(
         self, run: str = "latest", *, n: int = 20, threshold_ns: int = 30_000
     ) -> pl.DataFrame:
         """The ``n`` largest gaps with the ops on either side (``largest_gaps``)."""
-        return self.macro("largest_gaps", run, n=n, kernel_wait_threshold_ns=threshold_ns)
+        return self._analysis(macros.largest_gaps(n=n, threshold_ns=threshold_ns), run)
 
     def idle_breakdown(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
         """Idle time by kind per stream and per device (``idle_breakdown``)."""
-        return self.macro("idle_breakdown", run, kernel_wait_threshold_ns=threshold_ns)
+        return self._analysis(macros.idle_breakdown(threshold_ns=threshold_ns), run)
 
     def launches(self, run: str = "latest", *, by: str = "kernel") -> pl.DataFrame:
         """Launch latency summaries per kernel name or per step."""
-        _check_choice("by", by, ("kernel", "step", "op", "linkage"))
-        name = {
-            "kernel": "launch_latency_by_kernel",
-            "step": "launch_latency_by_step",
-            "op": "launch_latency",
-            "linkage": "launch_linkage",
-        }[by]
-        return self.macro(name, run)
+        return self._analysis(macros.launches(by=by), run)
 
     def queue_depth(self, run: str = "latest") -> pl.DataFrame:
         """Outstanding GPU ops per stream over time (``queue_depth``)."""
-        return self.macro("queue_depth", run)
+        return self._analysis(macros.queue_depth(), run)
 
     def steps(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
         """Per ProfilerStep: wall time, GPU busy/idle, top kernel, bound (``step_summary``)."""
-        return self.macro("step_summary", run, kernel_wait_threshold_ns=threshold_ns)
+        return self._analysis(macros.steps(threshold_ns=threshold_ns), run)
 
     def ops(self, run: str = "latest", *, cpu: bool = False) -> pl.DataFrame:
         """GPU time per CPU operator and input shapes, or CPU-side op time with ``cpu``."""
-        return self.macro("cpu_op_time" if cpu else "op_gpu_time", run)
+        return self._analysis(macros.ops(cpu=cpu), run)
 
     def modules(
         self, run: str = "latest", *, depth: int | None = None, top: int | None = None
@@ -378,11 +505,11 @@ class Warehouse:
 
     def memcpy(self, run: str = "latest") -> pl.DataFrame:
         """Memory copies per kind: count, bytes, time, GB/s (``memcpy_summary``)."""
-        return self.macro("memcpy_summary", run)
+        return self._analysis(macros.memcpy(), run)
 
     def breakdown(self, run: str = "latest") -> pl.DataFrame:
         """GPU time per device: compute, communication, memcpy, idle (``gpu_time_breakdown``)."""
-        return self.macro("gpu_time_breakdown", run)
+        return self._analysis(macros.breakdown(), run)
 
     def memory(
         self,
@@ -417,7 +544,7 @@ class Warehouse:
         ``stragglers`` (``rank_*`` of ``sql/80_ranks.sql``: a straggler stands above its
         peers' median by more than 3 x 1.4826 x their MAD and 2%).
         """
-        _check_choice("view", view, ("imbalance", "kernels", "stragglers"))
+        macros.check_choice("view", view, ("imbalance", "kernels", "stragglers"))
         ids = self.rank_runs(job, run=run)
         return self.call(f"rank_{view}", ids)
 
@@ -435,6 +562,10 @@ class Warehouse:
                 {"j": job},
             )
             ref = self.resolve_run(hits["run_id"][0] if hits.height else job)
+        import polars as pl
+
+        from tracewh import alerts as _alerts
+
         rs = _alerts.run_set(self, include_unusable=True).runs
         inst = rs.filter(pl.col("run_id") == ref.run_id)["instance"].to_list()
         return (
@@ -463,6 +594,8 @@ class Warehouse:
         --------
         >>> Warehouse("wh").roofline("latest", op="addmm", top=5)  # doctest: +SKIP
         """
+        from tracewh import roofline as _roof
+
         return _roof.roofline(
             self, run, op=op, top=top, peak_tflops=peak_tflops, peak_tbs=peak_tbs
         )
@@ -483,6 +616,8 @@ class Warehouse:
         operators whose name matches ``op``, for runs of day ``since`` or later with the
         labels/fields ``where``.
         """
+        from tracewh import roofline as _roof
+
         return _roof.roofline_history(
             self, op=op, since=str(since) if isinstance(since, date) else since, where=where,
             peak_tflops=peak_tflops, peak_tbs=peak_tbs,
@@ -504,6 +639,8 @@ class Warehouse:
         --------
         >>> Warehouse("wh").diff("night=2025-01-01", "latest", level="category")  # doctest: +SKIP
         """
+        from tracewh import history as _hist
+
         return _hist.diff(self, a, b, level=level, tolerance=tolerance)
 
     def compare(self, a: str, b: str) -> pl.DataFrame:
@@ -513,6 +650,8 @@ class Warehouse:
         and idle fractions: one row per metric with ``value_a``, ``value_b``, ``delta``,
         ``ratio``.
         """
+        from tracewh import history as _hist
+
         return _hist.compare(self, a, b)
 
     def history(
@@ -548,6 +687,8 @@ class Warehouse:
             n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
             time_per_step_ns, mean_ns.
         """
+        from tracewh import history as _hist
+
         return _hist.history(self, kernel=kernel, category=category, since=since, where=where,
                              kernel_key=kernel_key)  # fmt: skip
 
@@ -559,11 +700,11 @@ class Warehouse:
         category: str | None = None,
         module: str | None = None,
         where: Mapping[str, str] | None = None,
-        alpha: float = _alerts.DEFAULT_ALPHA,
+        alpha: float | None = None,
         min_change: float = 0.0,
         min_ms: float = 0.1,
         floor_ms: float = 0.01,
-        keys: Sequence[str] = _alerts.DEFAULT_KEYS,
+        keys: Sequence[str] | None = None,
         include_unusable: bool = False,
     ) -> _alerts.ChangesReport:
         """Change points over the whole history of every comparable series.
@@ -586,7 +727,7 @@ class Warehouse:
         where
             Labels or run fields the runs must have.
         alpha
-            Significance of a change (family-wise per split, default 1%).
+            Significance of a change (family-wise per split; None: the default, 1%).
         min_change
             Smallest relative change reported (0.02 = 2%).
         min_ms
@@ -594,15 +735,18 @@ class Warehouse:
         floor_ms
             Smallest absolute change reported, ms per step.
         keys
-            Labels that name a workload.
+            Labels that name a workload (None: ``alerts.DEFAULT_KEYS``).
 
         Examples
         --------
         >>> Warehouse("wh").changes(since="90d", category="gemm").to_dicts()  # doctest: +SKIP
         """
+        from tracewh import alerts as _alerts
+
         return _alerts.changes(
             self, since=since, kernel=kernel, category=category, module=module, where=where,
-            alpha=alpha, min_change=min_change, min_ms=min_ms, floor_ms=floor_ms, keys=keys,
+            alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha, min_change=min_change,
+            min_ms=min_ms, floor_ms=floor_ms, keys=_alerts.DEFAULT_KEYS if keys is None else keys,
             include_unusable=include_unusable,
         )  # fmt: skip
 
@@ -616,8 +760,8 @@ class Warehouse:
         k_mad: float = 3.0,
         floor_ms: float = 0.01,
         min_runs: int = 3,
-        alpha: float = _alerts.DEFAULT_ALPHA,
-        keys: Sequence[str] = _alerts.DEFAULT_KEYS,
+        alpha: float | None = None,
+        keys: Sequence[str] | None = None,
         all_ranks: bool = True,
         include_unusable: bool = False,
     ) -> _check.CheckReport:
@@ -638,36 +782,33 @@ class Warehouse:
         >>> report = Warehouse("wh").check("latest", threshold=0.1)  # doctest: +SKIP
         >>> [f.metric for f in report.regressions]                   # doctest: +SKIP
         """
+        from tracewh import alerts as _alerts
+        from tracewh import check as _check
+
         return _check.check(
             self, run, baseline=baseline, threshold=threshold, min_ms=min_ms, k_mad=k_mad,
-            floor_ms=floor_ms, min_runs=min_runs, alpha=alpha, keys=keys,
+            floor_ms=floor_ms, min_runs=min_runs,
+            alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
+            keys=_alerts.DEFAULT_KEYS if keys is None else keys,
             all_ranks=all_ranks, include_unusable=include_unusable,
         )  # fmt: skip
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+_T = TypeVar("_T")
 
 
-def _run(
-    con: duckdb.DuckDBPyConnection,
-    query: str,
-    params: Sequence[Any] | Mapping[str, Any] | None,
-) -> pl.DataFrame:
-    try:
-        rel = con.sql(query, params=params) if params else con.sql(query)
-        if rel is None:
-            return pl.DataFrame()
-        frame: pl.DataFrame = rel.pl()
-        return frame
-    except duckdb.IOException as exc:
-        raise QueryError(
-            query, f"{_first_line(exc)} (a data file is missing or damaged: run `tracewh verify`)"
-        ) from exc
-    except duckdb.Error as exc:
-        raise QueryError(query, _first_line(exc)) from exc
+@dataclass
+class _Pinned:
+    """A session's connection, table list and snapshot (:meth:`Warehouse.session`)."""
+
+    con: duckdb.DuckDBPyConnection
+    tables: list[TableInfo]
+    live: dict[str, list[tuple[str, str | None]]]
 
 
-def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise UsageError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+def _macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``SELECT * FROM name($first, key := $key, ...)`` and its parameters (``first`` to add)."""
+    if not name.isidentifier():
+        raise UsageError(f"not a macro name: {name!r}")
+    named = "".join(f", {k} := ${k}" for k in params)
+    return f"SELECT * FROM {name}($first{named})", dict(params)

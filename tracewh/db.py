@@ -12,17 +12,32 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import pyarrow as pa
 
-from tracewh.schema import TABLES
+from tracewh.errors import QueryError
 from tracewh.sqlfiles import SQL_DIR, sql_files
 
-__all__ = ["SQL_DIR", "apply_sql", "connect_tables", "sql_files"]
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
+__all__ = [
+    "SQL_DIR", "Rows", "TableInfo", "apply_sql", "catalog_tables", "connect_catalog",
+    "connect_tables", "fetch_frame", "fetch_rows", "first_line", "shadow_files", "sql_files",
+]
+
+#: A table of the catalog: its name and whether it is a run child (visible via ``runs``).
+TableInfo = tuple[str, bool]
+
+#: The sources whose bytes decide the prepared catalog's content (with sql/ and DuckDB's
+#: version): the schema and this module. Hashing them, rather than the Arrow schemas,
+#: keeps pyarrow out of a query command's start.
+_CATALOG_SOURCES = (Path(__file__).with_name("schema.py"), Path(__file__))
 
 def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
     """Run every ``sql/*.sql`` file on ``con`` in file-name order."""
@@ -31,6 +46,8 @@ def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> Non
 
 
 def _duck_type(t: pa.DataType) -> str:
+    import pyarrow as pa
+
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "VARCHAR"
     if pa.types.is_int64(t):
@@ -52,11 +69,15 @@ def _duck_type(t: pa.DataType) -> str:
 
 def table_columns_sql(table: str) -> str:
     """``col TYPE, ...`` for a warehouse table, from its Arrow schema."""
+    from tracewh.schema import TABLES
+
     schema = TABLES[table].schema
     return ", ".join(f'"{f.name}" {_duck_type(f.type)}' for f in schema)
 
 
 def _select_list(table: str) -> str:
+    from tracewh.schema import TABLES
+
     schema = TABLES[table].schema
     return ", ".join(f'CAST("{f.name}" AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
 
@@ -69,6 +90,8 @@ def create_raw_relations(
     ``files`` maps a table name to the Parquet files of the current snapshot.
     Partition values (``day``) are read from the hive-style path.
     """
+    from tracewh.schema import TABLES
+
     for name in TABLES:
         paths = list(files.get(name, ()))
         if paths:
@@ -82,6 +105,8 @@ def create_raw_relations(
 
 def create_visible_views(con: duckdb.DuckDBPyConnection) -> None:
     """Create the base views (one per table) holding visible rows only."""
+    from tracewh.schema import TABLES
+
     con.execute("CREATE OR REPLACE VIEW runs AS SELECT * FROM raw_runs")
     con.execute("CREATE OR REPLACE VIEW ingest_log AS SELECT * FROM raw_ingest_log")
     for name, spec in TABLES.items():
@@ -95,12 +120,12 @@ def create_visible_views(con: duckdb.DuckDBPyConnection) -> None:
 def catalog_path(*, sql_dir: Path = SQL_DIR, cache_dir: Path | None = None) -> Path:
     """Where the prepared catalog for these ``sql/`` files, this schema and DuckDB lives.
 
-    The name hashes every ``sql/*.sql`` file, the table schemas and the DuckDB
-    version, so a change of any of them gets a new catalog.
+    The name hashes every ``sql/*.sql`` file, the schema and this module's
+    source and the DuckDB version, so a change of any of them gets a new catalog.
     """
     h = hashlib.sha256(duckdb.__version__.encode())
-    for name in TABLES:
-        h.update(table_columns_sql(name).encode())
+    for source in _CATALOG_SOURCES:
+        h.update(source.read_bytes())
     for path in sql_files(sql_dir):
         h.update(path.name.encode())
         h.update(path.read_bytes())
@@ -120,6 +145,7 @@ def _build_catalog(path: Path, sql_dir: Path) -> None:
             create_raw_relations(con, {})
             create_visible_views(con)
             apply_sql(con, sql_dir=sql_dir)
+            _write_table_info(con)
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -127,6 +153,30 @@ def _build_catalog(path: Path, sql_dir: Path) -> None:
     finally:
         Path(tmp).unlink(missing_ok=True)
         Path(tmp + ".wal").unlink(missing_ok=True)
+
+
+def _write_table_info(con: duckdb.DuckDBPyConnection) -> None:
+    """Store each table's name, kind and typed select list in the catalog (``tw_tables``).
+
+    A query session reads them from there, so it never imports the Arrow schemas.
+    """
+    from tracewh.schema import TABLES
+
+    con.execute(
+        "CREATE TABLE tw_tables (position INTEGER, name VARCHAR, run_child BOOLEAN, "
+        "select_list VARCHAR)"
+    )
+    con.executemany(
+        "INSERT INTO tw_tables VALUES (?, ?, ?, ?)",
+        [[i, name, spec.is_run_child, _select_list(name)] for i, (name, spec) in enumerate(TABLES.items())],
+    )
+
+
+def catalog_tables(con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
+    """The tables of a catalog connection (:func:`connect_catalog`), in schema order."""
+    return [(str(n), bool(c)) for n, c in con.execute(
+        "SELECT name, run_child FROM main.tw_tables ORDER BY position"
+    ).fetchall()]
 
 
 def connect_catalog(*, sql_dir: Path = SQL_DIR) -> duckdb.DuckDBPyConnection:
@@ -143,26 +193,40 @@ def connect_catalog(*, sql_dir: Path = SQL_DIR) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(str(path), read_only=True)
 
 
-def _shadow_raw(
+def shadow_files(
     con: duckdb.DuckDBPyConnection,
     files: Mapping[str, Sequence[str]],
-    tables: Mapping[str, pa.Table | pa.RecordBatchReader],
+    tables: Mapping[str, pa.Table | pa.RecordBatchReader] | None = None,
+    *,
+    reset: bool = False,
 ) -> None:
-    for name in TABLES:
+    """Point a catalog connection's ``raw_<table>`` at the snapshot's ``files`` (TEMP views).
+
+    ``tables``: in-memory Arrow tables that replace some ``raw_<table>`` instead.
+    Tables with neither keep the catalog's empty placeholder, or, with ``reset``
+    (a connection shadowed before), get it back when ``files`` names them with no
+    file; tables ``files`` does not name are left as they are.
+    """
+    tables = tables or {}
+    selects = dict(con.execute("SELECT name, select_list FROM main.tw_tables").fetchall())
+    for name, select_list in selects.items():
         paths = list(files.get(name, ()))
         if name in tables:
             con.register(f"__arrow_{name}", tables[name])
             con.execute(
                 f"CREATE OR REPLACE TEMP TABLE raw_{name} AS "
-                f"SELECT {_select_list(name)} FROM __arrow_{name}"
+                f"SELECT {select_list} FROM __arrow_{name}"
             )
             con.unregister(f"__arrow_{name}")
-        elif paths:
+        elif not paths:
+            if reset and name in files:
+                con.execute(f"DROP VIEW IF EXISTS temp.raw_{name}")
+        else:
             # DDL takes no parameters: the snapshot's file paths (from the Delta log, not
             # user input) become SQL string literals, quotes doubled
             listing = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
             con.execute(
-                f"CREATE OR REPLACE TEMP VIEW raw_{name} AS SELECT {_select_list(name)} "
+                f"CREATE OR REPLACE TEMP VIEW raw_{name} AS SELECT {select_list} "
                 f"FROM read_parquet([{listing}], hive_partitioning = true)"
             )
 
@@ -197,7 +261,7 @@ def connect_tables(
         _settings(con, memory_limit, temp_directory)
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        _shadow_raw(con, files or {}, tables or {})
+        shadow_files(con, files or {}, tables)
         return con
     con = duckdb.connect()
     _settings(con, memory_limit, temp_directory)
@@ -233,3 +297,66 @@ def view_names(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
         "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A query result as plain Python values: column names, DuckDB type names, rows."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+def fetch_rows(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+) -> Rows:
+    """The rows of ``query`` as plain Python values; DuckDB errors as :class:`QueryError`."""
+
+    def fetch() -> Rows:
+        rel = con.sql(query, params=params) if params else con.sql(query)
+        if rel is None:
+            return Rows([], [], [])
+        return Rows(list(rel.columns), [str(t) for t in rel.types], rel.fetchall())
+
+    return _guarded(query, fetch)
+
+
+def fetch_frame(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+) -> pl.DataFrame:
+    """The result of ``query`` as a Polars frame; DuckDB errors as :class:`QueryError`."""
+    import polars as pl
+
+    def fetch() -> pl.DataFrame:
+        rel = con.sql(query, params=params) if params else con.sql(query)
+        if rel is None:
+            return pl.DataFrame()
+        frame: pl.DataFrame = rel.pl()
+        return frame
+
+    return _guarded(query, fetch)
+
+
+_T = TypeVar("_T")
+
+
+def _guarded(query: str, fetch: Callable[[], _T]) -> _T:
+    """``fetch()``, DuckDB's errors raised as :class:`QueryError`."""
+    try:
+        return fetch()
+    except duckdb.IOException as exc:
+        raise QueryError(
+            query, f"{first_line(exc)} (a data file is missing or damaged: run `tracewh verify`)"
+        ) from exc
+    except duckdb.Error as exc:
+        raise QueryError(query, first_line(exc)) from exc

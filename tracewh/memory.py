@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from tracewh.errors import QueryError, UsageError
 from tracewh.ingest.memory import retry_on_oom, set_limit
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Polars is imported where a frame is filtered (not by `import tracewh.cli`)
+    import polars as pl
+
     from tracewh.api import Warehouse
 
 #: ``tracewh memory --view`` choices and the macro each one reads.
@@ -57,6 +58,8 @@ class DeviceFilter:
 
     def expr(self) -> pl.Expr:
         """A Polars condition on the ``device_type``, ``device`` and ``device_name`` columns."""
+        import polars as pl
+
         t = self.text.strip().lower()
         if t in ("cpu", "gpu"):
             return pl.col("device_type") == t
@@ -162,6 +165,8 @@ def memory(
             raise UsageError(f"--device {device!r} matches no device of this view (devices: {names})")
         df = kept
     if view in ("peak", "modules"):
+        import polars as pl
+
         df = df.filter(pl.col("rank") <= (top or DEFAULT_TOP))
         if view == "modules":
             df = df.drop("op_name")

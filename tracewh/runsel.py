@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import polars as pl
+if TYPE_CHECKING:  # Polars is imported where a frame is filtered (not by `import tracewh.cli`)
+    import polars as pl
 
 #: Run fields a ``KEY=VALUE`` selector may name (besides labels).
 RUN_FIELDS = (
@@ -75,6 +76,8 @@ def where_clause(where: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
 
 def where_frame(runs: pl.DataFrame, where: Mapping[str, str]) -> pl.DataFrame:
     """The rows of ``runs`` matching every ``KEY=VALUE`` of ``where`` (as :func:`where_clause`)."""
+    import polars as pl
+
     out = runs
     for key, value in where.items():
         label = pl.col("labels_json").str.json_path_match(

@@ -42,14 +42,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from deltalake import DeltaTable, WriterProperties, write_deltalake
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-
+from tracewh import deltalog
 from tracewh.errors import (
     BackendError,
     ReadOnlyWarehouseError,
@@ -57,9 +52,14 @@ from tracewh.errors import (
     WarehouseNotFoundError,
     WarehousePathError,
 )
-from tracewh.schema import ADDED_TABLES, TABLES
 
-ReaderFactory = Callable[[], pa.RecordBatchReader | pa.Table]
+# deltalake, pyarrow and the Arrow schemas are imported where they are used: a query
+# command reads the snapshot through :mod:`tracewh.deltalog` and needs none of them
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable, WriterProperties
+
+ReaderFactory = Callable[[], "pa.RecordBatchReader | pa.Table"]
 
 _COMMIT_RETRIES = 20
 
@@ -70,6 +70,8 @@ def writer_properties() -> WriterProperties:
     delta-rs buffers a whole row group before writing it: 128k rows keep an
     ingest's memory flat whatever the trace size.
     """
+    from deltalake import WriterProperties
+
     return WriterProperties(compression="ZSTD", compression_level=3, max_row_group_size=1 << 17)
 
 
@@ -89,6 +91,37 @@ _RUN_ID = re.compile(r"^[0-9a-f]{1,64}$")
 def is_url(root: str | Path) -> bool:
     """Whether ``root`` is an object-store URL (``s3://...``) rather than a local path."""
     return isinstance(root, str) and bool(_URL.match(root)) and not root.startswith("file://")
+
+
+def select_files(
+    live: Mapping[str, list[tuple[str, str | None]]],
+    run_child: Mapping[str, bool],
+    *,
+    days: Collection[date] | None = None,
+    since: date | None = None,
+) -> dict[str, list[str]]:
+    """The files of a snapshot (:meth:`Store.snapshot_live`) that a query reads.
+
+    With ``days`` and/or ``since``, run-child tables keep only the files of
+    those ``day`` partitions (and ``ingest_log`` none: per-run analyses never
+    read it); other tables keep every file.
+    """
+    restricted = days is not None or since is not None
+    wanted = {d.isoformat() for d in days} if days is not None else None
+    after = since.isoformat() if since is not None else None
+    files: dict[str, list[str]] = {}
+    for name, entries in live.items():
+        if restricted and name == "ingest_log":
+            files[name] = []
+        elif not restricted or not run_child.get(name, False):
+            files[name] = [path for path, _ in entries]
+        else:  # ISO dates compare as text in date order
+            files[name] = [
+                path for path, day in entries
+                if day is not None and (wanted is None or day in wanted)
+                and (after is None or day >= after)
+            ]
+    return files
 
 
 class DuplicateRunError(WarehouseError):
@@ -176,6 +209,9 @@ class Store:
     def exists(self) -> bool:
         """Whether the warehouse has been created."""
         if self.remote:
+            from deltalake import DeltaTable
+            from deltalake.exceptions import DeltaError
+
             try:
                 return DeltaTable.is_deltatable(self.table_uri("runs"), self.options)
             except (DeltaError, OSError) as exc:
@@ -194,8 +230,13 @@ class Store:
                 "cannot address: use another directory",
             )
 
-    def require(self) -> None:
-        """Raise :class:`WarehouseNotFoundError` unless the warehouse exists."""
+    def require(self, tables: Collection[str] | None = None) -> None:
+        """Raise :class:`WarehouseNotFoundError` unless the warehouse exists.
+
+        A warehouse written before some of the schema's tables existed gets them,
+        empty. ``tables``: the table names to expect (default: the schema's); a
+        local warehouse checks their folders without opening delta-rs.
+        """
         self._check_path()
         if self.remote and not self.exists():
             raise WarehouseNotFoundError(self.root)
@@ -203,12 +244,24 @@ class Store:
             raise WarehouseNotFoundError(self.root)
         if not self.exists():
             raise WarehouseError(self.root, "is not a tracewh warehouse (no tables/runs)")
+        if (not self.remote and tables is not None
+                and all((self.tables_dir / n / "_delta_log").is_dir() for n in tables)):
+            return
+        from deltalake import DeltaTable
+
+        from tracewh.schema import ADDED_TABLES
+
         if any(not DeltaTable.is_deltatable(self.table_uri(n), self.options) for n in ADDED_TABLES):
             self.create()  # written by a tracewh before these tables: add them, empty
 
     # -------------------------------------------------------------- creation
     def create(self) -> None:
         """Create the directory layout and every (empty) table; idempotent, race-safe."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+
+        from tracewh.schema import TABLES
+
         self._check_path()
         try:
             for d in (self.staging_root, self.locks_dir) if self.remote else (
@@ -244,6 +297,9 @@ class Store:
     # ----------------------------------------------------------------- reads
     def table(self, name: str, *, version: int | None = None) -> DeltaTable:
         """Open a table at its latest (or a given) version."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
         try:
             return DeltaTable(self.table_uri(name), version=version, storage_options=self.options)
         except TableNotFoundError as exc:
@@ -254,9 +310,36 @@ class Store:
 
         delta-rs percent-encodes local paths (``w h`` becomes ``w%20h``); they are
         decoded here, which is unambiguous because a local root never holds a
-        ``%XX`` sequence (:meth:`_check_path`).
+        ``%XX`` sequence (:meth:`_check_path`). The latest snapshot of a local
+        table is replayed by :func:`tracewh.deltalog.live_files` (no delta-rs);
+        delta-rs reads it where that reader declines.
         """
+        if version is None:
+            return [path for path, _ in self._live(name)]
         return self._decoded(self.table(name, version=version).file_uris())
+
+    def _live(self, name: str) -> list[tuple[str, str | None]]:
+        """(file, its ``day`` partition value) of each live file of a table's latest snapshot."""
+        if not self.remote:
+            try:
+                found = deltalog.live_files(self.table_uri(name))
+            except FileNotFoundError as exc:
+                raise WarehouseError(self.root, f"table {name} is missing") from exc
+            if found is not None:
+                return [(path, values.get("day")) for path, values in found]
+        actions = self.add_actions(name)
+        root = self.table_uri(name)
+        rels = actions.column("path").to_pylist() if actions.num_rows else []
+        days = (
+            actions.column("partition.day").to_pylist()
+            if actions.num_rows and "partition.day" in actions.column_names
+            else [None] * len(rels)
+        )
+        out = []
+        for rel, day in zip(rels, days, strict=True):
+            path = f"{root}/{rel if self.remote else urllib.parse.unquote(rel)}"
+            out.append((path, day.isoformat() if isinstance(day, date) else day))
+        return out
 
     def _decoded(self, uris: list[str]) -> list[str]:
         if self.remote:
@@ -274,6 +357,11 @@ class Store:
         time (``terminate called without an active exception``; apache/arrow#34314,
         delta-io/delta-rs#2184). Partition columns cannot be asked for.
         """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from tracewh.schema import TABLES
+
         spec = TABLES[name]
         wanted = columns if columns is not None else [
             f.name for f in spec.schema if f.name not in spec.partition_by
@@ -293,46 +381,50 @@ class Store:
             return pa.concat_tables(tables).cast(schema)
         return pq.read_table(files, columns=wanted).cast(schema)
 
-    def snapshot_files(
-        self, *, days: Collection[date] | None = None, since: date | None = None
-    ) -> dict[str, list[str]]:
-        """Parquet files of the current snapshot of every table.
+    def snapshot_live(
+        self, tables: Collection[tuple[str, bool]] | None = None, *, skip: Collection[str] = ()
+    ) -> dict[str, list[tuple[str, str | None]]]:
+        """(file, ``day`` partition value) of each live file of each table's current snapshot.
 
         ``runs`` is read first: child rows of every run it lists were committed
-        before it, so they are in the child snapshots read afterwards. With
-        ``days``, child tables keep only the files of those ``day`` partitions;
-        with ``since``, only those of ``day >= since`` (both: both hold).
-        Either prunes partitions from the log, without opening any file, and
-        leaves ``ingest_log`` out.
+        before it, so they are in the child snapshots read afterwards.
+        ``tables``: (name, is a run child) of the tables to read (default: the
+        schema's); ``skip``: tables left out (empty).
         """
+        if tables is None:
+            from tracewh.schema import TABLES
+
+            tables = [(n, spec.is_run_child) for n, spec in TABLES.items()]
+        names = [n for n, _ in tables]
+        ordered = (["runs"] if "runs" in names else []) + [n for n in names if n != "runs"]
+        return {n: ([] if n in skip else self._live(n)) for n in ordered}
+
+    def snapshot_files(
+        self,
+        *,
+        days: Collection[date] | None = None,
+        since: date | None = None,
+        tables: Collection[tuple[str, bool]] | None = None,
+    ) -> dict[str, list[str]]:
+        """Parquet files of the current snapshot of every table (see :meth:`snapshot_live`).
+
+        With ``days``, child tables keep only the files of those ``day``
+        partitions; with ``since``, only those of ``day >= since`` (both: both
+        hold). Either prunes partitions from the log, without opening any file,
+        and leaves ``ingest_log`` out.
+        """
+        if tables is None:
+            from tracewh.schema import TABLES
+
+            tables = [(n, spec.is_run_child) for n, spec in TABLES.items()]
         restricted = days is not None or since is not None
-        wanted = set(days) if days is not None else None
-        files: dict[str, list[str]] = {}
-        for name in ("runs", *[n for n in TABLES if n != "runs"]):
-            if restricted and name == "ingest_log":
-                files[name] = []  # per-run analyses never read the ingest log
-                continue
-            if not restricted or not TABLES[name].is_run_child:
-                files[name] = self.file_uris(name)
-                continue
-            actions = self.add_actions(name)
-            if actions.num_rows == 0:
-                files[name] = []
-                continue
-            root = self.table_uri(name)
-            files[name] = [
-                f"{root}/{urllib.parse.unquote(rel) if not self.remote else rel}"
-                for rel, day in zip(
-                    actions.column("path").to_pylist(),
-                    actions.column("partition.day").to_pylist(),
-                    strict=True,
-                )
-                if (wanted is None or day in wanted) and (since is None or day >= since)
-            ]
-        return files
+        live = self.snapshot_live(tables, skip=("ingest_log",) if restricted else ())
+        return select_files(live, dict(tables), days=days, since=since)
 
     def add_actions(self, name: str) -> pa.Table:
         """The table's live files with their stats (``min.run_id``, ``size_bytes``, ...)."""
+        import pyarrow as pa
+
         return pa.table(self.table(name).get_add_actions(flatten=True))
 
     # ---------------------------------------------------------------- writes
@@ -349,6 +441,11 @@ class Store:
         ``replace_predicate``, rows matching it are replaced by ``data`` in the
         same commit (Delta ``replaceWhere``).
         """
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        from tracewh.schema import TABLES
+
         spec = TABLES[name]
         uri = self.table_uri(name)
         if self.remote and name == "runs" and not replace_predicate:
@@ -390,6 +487,13 @@ class Store:
         a snapshot checked not to hold X: delta-rs rejects it when a commit
         after that snapshot added an X row, and the retry then finds X.
         """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        from tracewh.schema import TABLES
+
         for attempt in range(_COMMIT_RETRIES):
             source = pa.table(data()).cast(TABLES["runs"].schema)
             ids = sorted({str(r) for r in source.column("run_id").to_pylist()})
@@ -419,6 +523,8 @@ class Store:
         the same files (a compaction) makes this commit fail, and the retry works on
         the new snapshot.
         """
+        from deltalake.exceptions import CommitFailedError
+
         with self.lock("writers", shared=True):
             for attempt in range(_COMMIT_RETRIES):
                 try:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import typer
 
+from tracewh import macros
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
-from tracewh.cli.output import emit, write_out
+from tracewh.cli.output import emit, render_rows, write_out
 from tracewh.errors import UsageError
+
+if TYPE_CHECKING:  # a terminal table needs no Polars: only CSV/JSON output and --out load it
+    import polars as pl
 
 _OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
 _THRESHOLD_HELP = "Kernel-wait threshold in microseconds (gaps shorter than this are launch overhead)."
@@ -24,6 +28,20 @@ def _finish(df: pl.DataFrame, fmt: str, out: Path | None, *, title: str, top: in
     if out is not None:
         write_out(df, out)
     emit(df, fmt, title=title)
+
+
+def _show(
+    warehouse: str, call: macros.MacroCall, run: str, fmt: str, out: Path | None, *,
+    title: str, top: int | None = None,
+) -> None:
+    """Run one analysis macro for a run and print it (a table from plain rows: no Polars)."""
+    if top is not None and top < 0:
+        raise UsageError("--top must be positive")
+    wh = Warehouse(warehouse)
+    if fmt == "table" and out is None:
+        render_rows(wh.macro_rows(call.name, run, **call.params), title=title, top=top)
+        return
+    _finish(wh.macro(call.name, run, **call.params), fmt, out, title=title, top=top)
 
 
 def _threshold_ns(threshold_us: float) -> int:
@@ -44,7 +62,10 @@ def sql(
     Example: tracewh sql "SELECT name, count(*) FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
     """
     with handle_errors():
-        _finish(Warehouse(warehouse).sql(query), fmt, out, title="sql")
+        if fmt == "table" and out is None:
+            render_rows(Warehouse(warehouse).query(query), title="sql")
+        else:
+            _finish(Warehouse(warehouse).sql(query), fmt, out, title="sql")
 
 
 @app.command()
@@ -64,8 +85,8 @@ def kernels(
     """
     with handle_errors():
         cats = [c.strip() for c in cat.split(",") if c.strip()] if cat else None
-        df = Warehouse(warehouse).kernels(run, cats=cats, group_by=group_by, by=by)
-        _finish(df, fmt, out, title=f"kernels by {by}", top=top)
+        call = macros.kernels(cats=cats, group_by=group_by, by=by)
+        _show(warehouse, call, run, fmt, out, title=f"kernels by {by}", top=top)
 
 
 @app.command()
@@ -83,18 +104,17 @@ def gaps(
     Example: tracewh gaps --largest 10
     """
     with handle_errors():
-        wh = Warehouse(warehouse)
         threshold = _threshold_ns(threshold_us)
         if largest is not None:
-            df = wh.largest_gaps(run, n=largest, threshold_ns=threshold)
+            call = macros.largest_gaps(n=largest, threshold_ns=threshold)
             title = f"{largest} largest gaps"
         elif breakdown:
-            df = wh.idle_breakdown(run, threshold_ns=threshold)
+            call = macros.idle_breakdown(threshold_ns=threshold)
             title = "idle breakdown"
         else:
-            df = wh.gaps(run, threshold_ns=threshold)
+            call = macros.gaps(threshold_ns=threshold)
             title = "stream gaps"
-        _finish(df, fmt, out, title=title)
+        _show(warehouse, call, run, fmt, out, title=title)
 
 
 @app.command()
@@ -111,8 +131,7 @@ def launches(
     Example: tracewh launches --by step
     """
     with handle_errors():
-        df = Warehouse(warehouse).launches(run, by=by)
-        _finish(df, fmt, out, title=f"launch latency by {by}", top=top)
+        _show(warehouse, macros.launches(by=by), run, fmt, out, title=f"launch latency by {by}", top=top)
 
 
 @app.command()
@@ -127,7 +146,7 @@ def queue(
     Example: tracewh queue --run latest
     """
     with handle_errors():
-        _finish(Warehouse(warehouse).queue_depth(run), fmt, out, title="queue depth")
+        _show(warehouse, macros.queue_depth(), run, fmt, out, title="queue depth")
 
 
 @app.command()
@@ -143,8 +162,8 @@ def steps(
     Example: tracewh steps --format csv
     """
     with handle_errors():
-        df = Warehouse(warehouse).steps(run, threshold_ns=_threshold_ns(threshold_us))
-        _finish(df, fmt, out, title="steps")
+        call = macros.steps(threshold_ns=_threshold_ns(threshold_us))
+        _show(warehouse, call, run, fmt, out, title="steps")
 
 
 @app.command()
@@ -161,8 +180,8 @@ def ops(
     Example: tracewh ops --top 15
     """
     with handle_errors():
-        df = Warehouse(warehouse).ops(run, cpu=cpu)
-        _finish(df, fmt, out, title="CPU op time" if cpu else "GPU time by operator", top=top)
+        title = "CPU op time" if cpu else "GPU time by operator"
+        _show(warehouse, macros.ops(cpu=cpu), run, fmt, out, title=title, top=top)
 
 
 @app.command()
@@ -177,7 +196,7 @@ def memcpy(
     Example: tracewh memcpy
     """
     with handle_errors():
-        _finish(Warehouse(warehouse).memcpy(run), fmt, out, title="memory copies")
+        _show(warehouse, macros.memcpy(), run, fmt, out, title="memory copies")
 
 
 @app.command()
@@ -192,7 +211,7 @@ def breakdown(
     Example: tracewh breakdown
     """
     with handle_errors():
-        _finish(Warehouse(warehouse).breakdown(run), fmt, out, title="GPU time breakdown")
+        _show(warehouse, macros.breakdown(), run, fmt, out, title="GPU time breakdown")
 
 
 @app.command()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import typer
 
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
 from tracewh.cli.output import emit, write_out
+
+if TYPE_CHECKING:  # Polars is imported by the commands that draw a tree, not by every command
+    import polars as pl
 
 _OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
 
@@ -20,6 +23,8 @@ def tree_view(df: pl.DataFrame, *, column: str, none_label: str) -> pl.DataFrame
     The full path column and ``name`` make way for one indented column, so the table
     reads as a tree; rows without a path show ``none_label``.
     """
+    import polars as pl
+
     if df.is_empty():
         return df
     label = (

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.check import CheckReport, Finding
 from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
 from tracewh.cli.output import emit, write_out
 from tracewh.errors import UsageError
-from tracewh.history import parse_threshold
+
+if TYPE_CHECKING:  # Polars, history and check are imported where they are used
+    import polars as pl
+
+    from tracewh.check import CheckReport, Finding
 
 _OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
 
@@ -78,6 +81,8 @@ def diff(
 
 
 def _readable_compare(df: pl.DataFrame) -> pl.DataFrame:
+    import polars as pl
+
     """Run-level rows for people: ns metrics in ms, fractions in %."""
     rows = []
     for r in df.iter_rows(named=True):
@@ -238,7 +243,7 @@ def check(
         if fmt not in ("text", "markdown", "json"):
             raise UsageError(f"--format must be text, markdown or json, not {fmt!r}")
         report = Warehouse(warehouse).check(
-            run, baseline=baseline, threshold=parse_threshold(threshold), min_ms=min_ms,
+            run, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
             k_mad=k_mad, min_runs=min_runs, alpha=alpha,
             keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
         )
@@ -247,3 +252,9 @@ def check(
     else:
         typer.echo(report_text(report, markdown=fmt == "markdown"), nl=False)
     raise typer.Exit(1 if report.regressed else 0)
+
+
+def _parse_threshold(text: str) -> float:
+    from tracewh.history import parse_threshold
+
+    return parse_threshold(text)

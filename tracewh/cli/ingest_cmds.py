@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn
 
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, format_option, handle_errors, warehouse_option
 from tracewh.cli.output import emit
 from tracewh.errors import UsageError
-from tracewh.ingest.batch import IngestReport, build_executor, discover
-from tracewh.ingest.pipeline import FileResult
+
+if TYPE_CHECKING:  # the ingest pipeline is imported by the commands that use it
+    from rich.console import Console
+
+    from tracewh.ingest.batch import IngestReport
+    from tracewh.ingest.pipeline import FileResult
 
 
 def parse_labels(values: list[str] | None) -> dict[str, str]:
@@ -27,6 +30,19 @@ def parse_labels(values: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--label must be KEY=VALUE, not {item!r}")
         labels[key.strip()] = value.strip()
     return labels
+
+
+def _parse_jobs(text: str | None) -> int | str:
+    """``--jobs``: a positive integer, or ``auto`` (the default)."""
+    if text is None or text.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"--jobs must be at least 1 or auto, not {text!r}") from None
+    if n < 1:
+        raise UsageError(f"--jobs must be at least 1 or auto, not {text!r}")
+    return n
 
 
 def _summary(report: IngestReport, console: Console) -> None:
@@ -57,9 +73,10 @@ def ingest(
     paths: list[Path] = typer.Argument(..., help="Trace files or directories (recursive *.json, *.json.gz)."),
     warehouse: str = warehouse_option(),
     label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label for every run (repeatable)."),
-    jobs: int = typer.Option(
-        1, "--jobs", "-j",
-        help="Parallel processes: files at once; with fewer files, parts of each file.",
+    jobs: str | None = typer.Option(
+        None, "--jobs", "-j", metavar="N|auto",
+        help="Parallel processes: files at once; with fewer files, parts of each file. "
+        "Default auto: one per core for one big file or many files, one for a few small files.",
     ),
     storage_option: list[str] | None = typer.Option(None, "--storage-option", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
     dask: str | None = typer.Option(None, "--dask", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
@@ -75,11 +92,17 @@ def ingest(
 
     Example: tracewh ingest traces/2025-01-08/ --label model=dit --jobs 2
     """
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from tracewh.ingest.batch import build_executor, discover
+
     with handle_errors():
         if fmt not in ("text", "json"):
             raise UsageError(f"--format must be text or json, not {fmt!r}")
-        if dask is not None and jobs != 1:
+        if dask is not None and jobs not in (None, "1"):
             raise UsageError("--dask and --jobs exclude each other (Dask sets the parallelism)")
+        n_jobs = _parse_jobs(jobs)
         executor = build_executor(dask=dask)
         labels = parse_labels(label)
         if any("=" not in o or not o.partition("=")[0].strip() for o in storage_option or []):
@@ -105,7 +128,7 @@ def ingest(
                 progress.update(task, description=f"{Path(result.path).name} {result.outcome}")
 
             report = wh.ingest(
-                paths, labels=labels, jobs=jobs, steps=steps, skip_python=skip_python,
+                paths, labels=labels, jobs=n_jobs, steps=steps, skip_python=skip_python,
                 force=force, job=job, on_result=on_result, executor=executor,
             )
         if fmt == "json":

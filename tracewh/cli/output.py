@@ -9,21 +9,31 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from tracewh.errors import UsageError
 
+if TYPE_CHECKING:  # Polars and rich are imported where a frame or a table is printed
+    import polars as pl
+
+    from tracewh.db import Rows
+
 FORMATS = ("table", "csv", "json")
 
+#: DuckDB type names of numbers (``DECIMAL(p,s)`` too).
+_NUMERIC = frozenset({
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+    "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE",
+})
 
-def _ns_unit(values: pl.Series) -> tuple[str, float]:
-    biggest = values.drop_nulls().abs().max() if values.len() else None
-    if biggest is not None and float(biggest) >= 1e6:  # type: ignore[arg-type]
+
+def _ns_unit(values: Sequence[Any]) -> tuple[str, float]:
+    biggest = max((abs(v) for v in values if v is not None), default=None)
+    if biggest is not None and float(biggest) >= 1e6:
         return "ms", 1e6
     return "µs", 1e3
 
@@ -33,56 +43,93 @@ def _is_timestamp(name: str) -> bool:
     return name in ("ts_ns", "start_ns", "end_ns") or name.endswith(("_ts_ns", "_start_ns", "_end_ns"))
 
 
-def display_frame(df: pl.DataFrame) -> pl.DataFrame:
-    """A copy of ``df`` with unit-bearing columns converted and renamed for people."""
-    out: list[pl.Series] = []
-    for name in df.columns:
-        col = df[name]
-        numeric = col.dtype.is_numeric()
-        if numeric and _is_timestamp(name):
-            base = col.drop_nulls().min()
-            rel = (col - base) / 1e6 if base is not None else col
-            out.append(rel.round(3).alias(f"{name[:-3]} (+ms)"))
-        elif numeric and name.endswith("_ns"):
+def _scaled(values: Sequence[Any], div: float, digits: int, shift: Any = 0) -> list[Any]:
+    """``(v - shift) / div`` rounded to ``digits`` (``div`` 1: ``v`` itself rounded, ints stay ints)."""
+    if div == 1 and not shift:
+        return [None if v is None else round(v, digits) for v in values]
+    return [None if v is None else round((v - shift) / div, digits) for v in values]
+
+
+def display_columns(
+    names: Sequence[str], numeric: Sequence[bool], columns: Sequence[Sequence[Any]]
+) -> tuple[list[str], list[list[Any]]]:
+    """Unit-bearing columns converted and renamed for people: ``(names, columns)``.
+
+    ``numeric[i]`` says whether column ``i`` holds numbers; ``columns[i]`` its values.
+    """
+    out_names: list[str] = []
+    out: list[list[Any]] = []
+    for name, is_num, col in zip(names, numeric, columns, strict=True):
+        present = [v for v in col if v is not None]
+        if is_num and _is_timestamp(name):
+            base = min(present, default=None)
+            out_names.append(f"{name[:-3]} (+ms)")
+            out.append(_scaled(col, 1e6, 3, base) if base is not None else list(col))
+        elif is_num and name.endswith("_ns"):
             unit, div = _ns_unit(col)
-            digits = 3 if unit == "ms" else 2
-            out.append((col / div).round(digits).alias(f"{name[:-3]} ({unit})"))
-        elif numeric and (name == "bytes" or name.endswith("_bytes")):
-            biggest = col.drop_nulls().max()
-            if biggest is not None and float(biggest) >= 1e9:  # type: ignore[arg-type]
-                out.append((col / 1e9).round(3).alias(f"{name.removesuffix('_bytes')} (GB)"))
-            else:
-                out.append((col / 1e6).round(3).alias(f"{name.removesuffix('_bytes')} (MB)"))
-        elif numeric and (name == "flops" or name.endswith("_flops")):
-            out.append((col / 1e9).round(3).alias(f"{name.removesuffix('flops') or 'flops'} (GFLOP)".replace("_ (", " (")))
-        elif numeric and name.endswith("_gbps"):
-            out.append(col.round(2).alias(f"{name[:-5]} (GB/s)"))
-        elif numeric and (name.endswith("_fraction") or name.endswith("_ratio")):
-            out.append((col * 100).round(1).alias(f"{name} (%)"))
-        elif numeric and (name == "pct" or name.endswith("_pct")):
-            out.append(col.round(2).alias(f"{name} (%)"))
-        elif col.dtype == pl.Float64:
-            out.append(col.round(3))
+            out_names.append(f"{name[:-3]} ({unit})")
+            out.append(_scaled(col, div, 3 if unit == "ms" else 2))
+        elif is_num and (name == "bytes" or name.endswith("_bytes")):
+            big = max(present, default=None)
+            gb = big is not None and float(big) >= 1e9
+            out_names.append(f"{name.removesuffix('_bytes')} ({'GB' if gb else 'MB'})")
+            out.append(_scaled(col, 1e9 if gb else 1e6, 3))
+        elif is_num and (name == "flops" or name.endswith("_flops")):
+            out_names.append(f"{name.removesuffix('flops') or 'flops'} (GFLOP)".replace("_ (", " ("))
+            out.append(_scaled(col, 1e9, 3))
+        elif is_num and name.endswith("_gbps"):
+            out_names.append(f"{name[:-5]} (GB/s)")
+            out.append(_scaled(col, 1, 2))
+        elif is_num and (name.endswith("_fraction") or name.endswith("_ratio")):
+            out_names.append(f"{name} (%)")
+            out.append([None if v is None else round(v * 100, 1) for v in col])
+        elif is_num and (name == "pct" or name.endswith("_pct")):
+            out_names.append(f"{name} (%)")
+            out.append(_scaled(col, 1, 2))
+        elif is_num and any(isinstance(v, float) for v in present):
+            out_names.append(name)
+            out.append([round(v, 3) if isinstance(v, float) else v for v in col])
         else:
-            out.append(col)
-    return pl.DataFrame(out)
+            out_names.append(name)
+            out.append(list(col))
+    return out_names, out
+
+
+def _print_table(
+    names: Sequence[str], numeric: Sequence[bool], columns: Sequence[Sequence[Any]],
+    n_rows: int, title: str | None,
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    shown, values = display_columns(names, numeric, columns)
+    table = Table(title=title, show_lines=False, header_style="bold")
+    for name, is_num in zip(shown, numeric, strict=True):
+        if is_num:
+            table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+        else:
+            table.add_column(name, justify="left", overflow="ellipsis", no_wrap=True, max_width=50)
+    for i in range(n_rows):
+        table.add_row(*["" if col[i] is None else str(col[i]) for col in values])
+    console = Console()
+    Console(width=max(200, console.width) if not console.is_terminal else None).print(table)
+    if n_rows == 0:
+        typer.echo("(no rows)")
 
 
 def render_table(df: pl.DataFrame, *, title: str | None = None) -> None:
     """Print ``df`` as a rich table with units."""
-    shown = display_frame(df)
-    table = Table(title=title, show_lines=False, header_style="bold")
-    for name in shown.columns:
-        if shown[name].dtype.is_numeric():
-            table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-        else:
-            table.add_column(name, justify="left", overflow="ellipsis", no_wrap=True, max_width=50)
-    for row in shown.iter_rows():
-        table.add_row(*["" if v is None else str(v) for v in row])
-    console = Console()
-    Console(width=max(200, console.width) if not console.is_terminal else None).print(table)
-    if df.is_empty():
-        typer.echo("(no rows)")
+    numeric = [df[name].dtype.is_numeric() for name in df.columns]
+    columns = [df[name].to_list() for name in df.columns]
+    _print_table(df.columns, numeric, columns, df.height, title)
+
+
+def render_rows(rows: Rows, *, title: str | None = None, top: int | None = None) -> None:
+    """Print a query's :class:`~tracewh.db.Rows` as :func:`render_table` does (no Polars)."""
+    data = rows.rows[:top] if top is not None else rows.rows
+    numeric = [t in _NUMERIC or t.startswith("DECIMAL") for t in rows.types]
+    columns = [[r[i] for r in data] for i in range(len(rows.columns))]
+    _print_table(rows.columns, numeric, columns, len(data), title)
 
 
 def to_text(df: pl.DataFrame, fmt: str) -> str:

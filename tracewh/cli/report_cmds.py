@@ -10,11 +10,8 @@ import typer
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, handle_errors, warehouse_option
 from tracewh.errors import UsageError
-from tracewh.report import build_report
-from tracewh.report.export import ExportFilter, export_trace, parse_steps
-from tracewh.report.flame import FORMATS as FLAME_FORMATS
-from tracewh.report.flame import write_flame
-from tracewh.report.site import build_site
+
+# tracewh.report (Altair, vl-convert, Polars) is imported by the commands that use it
 
 
 @app.command()
@@ -34,20 +31,31 @@ def report(
     with handle_errors():
         if out is None and site is None:
             raise UsageError("give --out DIR (a report) and/or --site DIR (a static site)")
-        wh = Warehouse(warehouse)
-        if out is not None:
-            t0 = time.perf_counter()
-            result = build_report(wh, out, run=run[0], compare=compare, since=since)
-            typer.echo(f"wrote {result.folder / 'report.html'} and report.md: {len(result.charts)} charts "
-                       f"in {time.perf_counter() - t0:.1f} s")
-            if result.empty:
-                typer.echo(f"  no data for: {', '.join(result.empty)}")
-        if site is not None:
-            t0 = time.perf_counter()
-            selected = None if run == ["latest"] else run
-            built = build_site(wh, site, runs=selected, limit=limit, since=since)
-            typer.echo(f"wrote {built.folder / 'index.html'}: {len(built.pages)} pages, {built.charts} charts "
-                       f"in {time.perf_counter() - t0:.1f} s")
+        # one snapshot and one connection for every query of the report(s)
+        with Warehouse(warehouse).session() as wh:
+            _report(wh, out=out, site=site, run=run, compare=compare, since=since, limit=limit)
+
+
+def _report(
+    wh: Warehouse, *, out: Path | None, site: Path | None, run: list[str], compare: str | None,
+    since: str, limit: int,
+) -> None:
+    from tracewh.report import build_report
+    from tracewh.report.site import build_site
+
+    if out is not None:
+        t0 = time.perf_counter()
+        result = build_report(wh, out, run=run[0], compare=compare, since=since)
+        typer.echo(f"wrote {result.folder / 'report.html'} and report.md: {len(result.charts)} charts "
+                   f"in {time.perf_counter() - t0:.1f} s")
+        if result.empty:
+            typer.echo(f"  no data for: {', '.join(result.empty)}")
+    if site is not None:
+        t0 = time.perf_counter()
+        selected = None if run == ["latest"] else run
+        built = build_site(wh, site, runs=selected, limit=limit, since=since)
+        typer.echo(f"wrote {built.folder / 'index.html'}: {len(built.pages)} pages, {built.charts} charts "
+                   f"in {time.perf_counter() - t0:.1f} s")
 
 
 def _csv(text: str | None) -> list[str] | None:
@@ -67,6 +75,8 @@ def export(
 
     Example: tracewh export latest --out run.json.gz --steps 3-4
     """
+    from tracewh.report.export import ExportFilter, export_trace, parse_steps
+
     with handle_errors():
         if not out.name.endswith((".json", ".json.gz")):
             raise UsageError(f"--out must end in .json or .json.gz, not {out.name!r}")
@@ -90,12 +100,14 @@ def flame(
     run: str = typer.Argument(..., help="Run selector: a run_id prefix, 'latest', or KEY=VALUE."),
     out: Path = typer.Option(..., "--out", "-o", help="File to write."),
     warehouse: str = warehouse_option(),
-    fmt: str = typer.Option("folded", "--format", "-f", help=f"{' or '.join(FLAME_FORMATS)}."),
+    fmt: str = typer.Option("folded", "--format", "-f", help="folded or speedscope."),
 ) -> None:
     """GPU time as flame-graph stacks (module; cpu ops; kernel): folded or speedscope JSON.
 
     Example: tracewh flame latest --out gpu.folded && flamegraph.pl gpu.folded > gpu.svg
     """
+    from tracewh.report.flame import write_flame
+
     with handle_errors():
         path = write_flame(Warehouse(warehouse), run, out, fmt=fmt)
         typer.echo(f"wrote {path}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tracewh.errors import UsageError
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.compaction import compact_table
 from tracewh.ingest.dask_executor import parse_dask
@@ -26,6 +27,47 @@ R = TypeVar("R")
 
 #: Files that are never traces even though they end in .json.
 SIDECARS = frozenset({"run.json"})
+
+#: ``jobs="auto"`` runs files side by side from this many files on, or from this much
+#: JSON (a ``.gz`` counted as 10x its size): below, starting worker processes (~1 s,
+#: spawned, each importing the pipeline) costs more than it saves.
+AUTO_MIN_FILES = 16
+AUTO_MIN_BYTES = 100 << 20
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask; ``os.cpu_count()`` elsewhere)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_jobs(jobs: int | str, files: Sequence[Path]) -> int:
+    """The number of processes for ``jobs`` (an int, or ``"auto"``) over ``files``.
+
+    ``auto``: one file gets every core (a big one is split across them, a small one
+    is parsed in one process anyway); many files run side by side, one process per
+    core, when there are at least :data:`AUTO_MIN_FILES` of them or
+    :data:`AUTO_MIN_BYTES` of JSON; a few small files run in this process.
+    """
+    if jobs != "auto":
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise UsageError(f"--jobs must be at least 1 or auto, not {jobs!r}")
+        return jobs
+    cores = available_cores()
+    if len(files) <= 1:
+        return cores
+    json_bytes = 0
+    for p in files:
+        try:
+            size = p.stat().st_size
+        except OSError:
+            continue
+        json_bytes += size * 10 if p.name.endswith(".gz") else size
+    if len(files) >= AUTO_MIN_FILES or json_bytes >= AUTO_MIN_BYTES:
+        return min(cores, len(files))
+    return 1
 
 
 def discover(paths: Iterable[Path | str]) -> tuple[list[Path], list[FileResult]]:
@@ -162,19 +204,23 @@ def ingest_paths(
     paths: Iterable[Path | str],
     options: IngestOptions,
     *,
-    jobs: int = 1,
+    jobs: int | str = "auto",
     executor: Executor | None = None,
     on_result: Callable[[FileResult], None] | None = None,
 ) -> IngestReport:
     """Ingest every trace under ``paths`` into ``store``.
 
     Cleans up leftovers of dead ingests first, then ingests files with
-    ``jobs`` processes (or the given ``executor``). A bad file never stops
-    the batch: it becomes a failed result.
+    ``jobs`` processes (an int, or ``"auto"``: see :func:`resolve_jobs`), or
+    with the given ``executor``. A bad file never stops the batch: it becomes
+    a failed result.
     """
     store.create()
     report = IngestReport(cleanup=cleanup(store))
     files, missing = discover(paths)
+    # an executor of its own (Dask) sets the parallelism: jobs only splits files there
+    jobs = resolve_jobs(jobs, files) if executor is None else (
+        1 if jobs == "auto" else resolve_jobs(jobs, []))
     for r in missing:
         if on_result:
             on_result(r)
@@ -184,7 +230,7 @@ def ingest_paths(
         # processes sharing this machine's cores: more DuckDB threads each only contend
         procs = jobs if executor is None else getattr(executor, "local_processes", None)
         if procs is not None and procs > 1:
-            options = replace(options, threads=max(1, (os.cpu_count() or 2) // procs))
+            options = replace(options, threads=max(1, available_cores() // procs))
     tasks = [_Task(store, os.path.abspath(p), options) for p in files]
     if executor is None:
         executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,15 +44,20 @@ class ChartFile:
     spec: dict[str, object]
 
 
-def render_charts(sections: list[Section]) -> dict[str, ChartFile]:
-    """Render every section's chart to PNG (offline), keyed by section key."""
-    out: dict[str, ChartFile] = {}
-    for sec in sections:
-        if sec.chart is None:
-            continue
-        vl = render.spec(sec.chart)
-        out[sec.key] = ChartFile(sec.key, render.png(vl, key=sec.key), vl)
-    return out
+def render_charts(sections: list[Section], *, workers: int | None = None) -> dict[str, ChartFile]:
+    """Render every section's chart to PNG (offline), keyed by section key.
+
+    The PNGs are rendered side by side in ``workers`` threads (default: the cores,
+    at most 4): vl-convert renders outside the GIL.
+    """
+    specs = {sec.key: render.spec(sec.chart) for sec in sections if sec.chart is not None}
+    if not specs:
+        return {}
+    n = workers or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
+    with ThreadPoolExecutor(max(1, min(n, len(specs))), thread_name_prefix="tracewh-png") as pool:
+        pngs = dict(zip(specs, pool.map(lambda kv: render.png(kv[1], key=kv[0]), specs.items()),
+                        strict=True))
+    return {key: ChartFile(key, pngs[key], vl) for key, vl in specs.items()}
 
 
 def write_report(

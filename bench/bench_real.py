@@ -1,0 +1,314 @@
+"""Real traces, whole processes, side by side with HTA and the bare parse (issue 16's table).
+
+``python -m bench.bench_real [--only small,cold,mid,big,files,report] [--sizes 250MB,1GB]``
+
+Every figure is one whole process, measured by ``bench/measure.py`` (wall time from
+fork to exit, and the largest peak RSS of the process and its children), the
+pairs run in interleaved rounds (alternating which goes first; medians):
+
+* **small**: each small real trace (70-450 KB gzip, as it is in ``../shared/traces``):
+  ingest + kernels, breakdown, idle breakdown, launches, queue depth through the Python
+  API in one process, against HTA (``traceinsight``, from the bench-only venv
+  ``data/bench/hta-venv`` that ``make bench`` creates) loading it and running its
+  kernel breakdown, temporal breakdown, idle time breakdown, launch stats and queue
+  length summary, and against the same on a small synthetic trace.
+* **cold**: ``tracewh kernels --top 5`` on a one-run warehouse against the bare
+  ``python -c "import duckdb; duckdb.sql('select 1')"``.
+* **mid**: ``tracewh ingest FILE`` (the default invocation) of a 52 MB real trace (as it
+  is) and of the H100 trace tiled to 72 MB, against HTA's load of the same file.
+* **big**: the H100 trace tiled to 250 MB and 1 GB: the bare
+  ``deque(ijson.items(f, "traceEvents.item"))``, ``tracewh ingest FILE --jobs 1`` and
+  ``tracewh ingest FILE`` (``--jobs auto``: split across the cores).
+* **files**: ``tracewh ingest DIR --jobs 1`` of 60 copies of a tiny real trace (33 events,
+  each shifted in time: distinct runs) and of 120 tiny synthetic traces: seconds per file.
+* **report**: ``tracewh report --out`` (one run) and ``tracewh report --site`` (20 runs) on a
+  20-night synthetic warehouse: seconds per report and per run page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench import realtraces
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data" / "bench"
+PY = sys.executable
+TW = str(Path(sys.executable).with_name("tracewh"))
+HTA_PY = DATA / "hta-venv" / "bin" / "python"
+
+TW_SESSION = """
+import sys, tempfile
+from tracewh.api import Warehouse
+with tempfile.TemporaryDirectory(dir=sys.argv[2]) as tmp:
+    wh = Warehouse(tmp + "/wh")
+    report = wh.ingest([sys.argv[1]])
+    assert report.ok and report.ingested, report.to_dict()
+    for frame in (wh.kernels(), wh.breakdown(), wh.idle_breakdown(), wh.launches(), wh.queue_depth()):
+        assert frame.width > 0
+"""
+
+HTA_SESSION = """
+import os, sys
+from hta.trace_analysis import TraceAnalysis
+path, rank, full = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+a = TraceAnalysis(trace_files={rank: path}, trace_dir=os.path.dirname(path))
+if full:
+    a.get_gpu_kernel_breakdown(visualize=False)
+    a.get_temporal_breakdown(visualize=False)
+    a.get_idle_time_breakdown(ranks=[rank], visualize=False)
+    a.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)
+    a.get_queue_length_summary(ranks=[rank])
+"""
+
+BARE_DUCKDB = "import duckdb; duckdb.sql('select 1')"
+BARE_IJSON = (
+    "import gzip, sys; from collections import deque; import ijson; "
+    "f = gzip.open(sys.argv[1], 'rb'); deque(ijson.items(f, 'traceEvents.item'), maxlen=0)"
+)
+
+
+def measure(cmd: Sequence[str]) -> dict[str, float]:
+    """One run of ``cmd`` under ``bench/measure.py``: seconds, rss_mb, cpu_s."""
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "bench" / "measure.py"), *cmd],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"measure failed: {cmd}: {done.stderr[-2000:]}")
+    out = dict(json.loads(lines[-1]))
+    if out["exit"] != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {out['exit']}: {done.stderr[-2000:]}")
+    return out
+
+
+def rounds(named: dict[str, Callable[[], Sequence[str]]], n: int) -> dict[str, dict[str, float]]:
+    """``n`` interleaved rounds of each command (the order rotating); medians per command.
+
+    A command is a callable returning the argv, called before each run (fresh temp paths).
+    """
+    names = list(named)
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in names}
+    for r in range(n):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            runs[name].append(measure(named[name]()))
+    return {
+        k: {key: statistics.median(m[key] for m in v) for key in ("seconds", "rss_mb", "cpu_s")}
+        for k, v in runs.items()
+    }
+
+
+def _load() -> str:
+    try:
+        one, five, fifteen = os.getloadavg()
+        return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+    except OSError:
+        return "load n/a"
+
+
+def _tmp() -> str:
+    DATA.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix="real-", dir=DATA)
+
+
+def _fresh_wh() -> list[str]:
+    return ["-w", str(Path(_tmp()) / "wh")]
+
+
+def _line(label: str, ours: dict[str, float], theirs: dict[str, float] | None, goal: str,
+          *, anchor: str, speed: str = "ours/theirs") -> None:
+    if theirs is None:
+        print(f"  {label:44} tracewh {ours['seconds']:7.2f} s {ours['rss_mb']:6.0f} MB | "
+              f"{anchor}: not measured | goal {goal}", flush=True)
+        return
+    t = ours["seconds"] / theirs["seconds"]
+    m = ours["rss_mb"] / theirs["rss_mb"]
+    shown = f"time {t:5.2f}x" if speed == "ours/theirs" else f"speed {1 / t:5.2f}x"
+    print(f"  {label:44} tracewh {ours['seconds']:7.2f} s {ours['rss_mb']:6.0f} MB | "
+          f"{anchor} {theirs['seconds']:7.2f} s {theirs['rss_mb']:6.0f} MB | {shown}, "
+          f"memory {m:4.2f}x | goal {goal}", flush=True)
+
+
+def _hta() -> bool:
+    return HTA_PY.exists()
+
+
+def small(n: int) -> None:
+    print(f"\n-- small traces: ingest + 5 analyses, one process, vs HTA load + the same ({_load()})")
+    synth = DATA / "real" / "synth-small.pt.trace.json.gz"
+    if not synth.exists():
+        from tracewh.synth import SynthConfig, write_trace
+
+        write_trace(synth, SynthConfig(steps=3, layers=2, seed=16))
+    cases = [(realtraces.SHARED / name, rank) for name, rank in realtraces.SMALL.items()]
+    cases.append((synth, 0))
+    for path, rank in cases:
+        cmds: dict[str, Callable[[], Sequence[str]]] = {
+            "tw": lambda p=path: [PY, "-c", TW_SESSION, str(p), _tmp()],
+        }
+        if _hta():
+            cmds["hta"] = lambda p=path, r=rank: [str(HTA_PY), "-c", HTA_SESSION, str(p), str(r), "1"]
+        got = rounds(cmds, n)
+        kb = path.stat().st_size / 1024
+        _line(f"{path.name[:34]} ({kb:.0f} KB)", got["tw"], got.get("hta"),
+              "time < 1x, memory < 1x", anchor="HTA")
+
+
+def cold(n: int) -> None:
+    print(f"\n-- cold start: tracewh kernels --top 5 vs bare python+duckdb ({_load()})")
+    wh = DATA / "real" / "cold_wh"
+    if not (wh / "BUILT").exists():
+        shutil.rmtree(wh, ignore_errors=True)
+        src = realtraces.SHARED / "timeline_analysis__sampled_rank-0.json.gz"
+        subprocess.run([TW, "ingest", str(src), "-w", str(wh)], check=True, capture_output=True)
+        subprocess.run([TW, "kernels", "-w", str(wh)], check=True, capture_output=True)
+        (wh / "BUILT").write_text("1")
+    got = rounds({
+        "tw": lambda: [TW, "kernels", "-w", str(wh), "--top", "5"],
+        "bare": lambda: [PY, "-c", BARE_DUCKDB],
+        "version": lambda: [TW, "version"],
+    }, n)
+    ratio = got["tw"]["seconds"] / got["bare"]["seconds"]
+    print(f"  tracewh kernels --top 5 {got['tw']['seconds']:.3f} s ({got['tw']['rss_mb']:.0f} MB), "
+          f"bare {got['bare']['seconds']:.3f} s ({got['bare']['rss_mb']:.0f} MB): {ratio:.2f}x "
+          f"(goal <= 2.5x); `tracewh version` {got['version']['seconds']:.3f} s "
+          f"({got['version']['seconds'] / got['bare']['seconds']:.2f}x)", flush=True)
+
+
+def mid(n: int) -> None:
+    print(f"\n-- mid-size real traces: tracewh ingest FILE vs HTA's load ({_load()})")
+    files = [
+        (realtraces.SHARED / "df_index_resolver__df_index_resolver.json.gz", 1),
+        (realtraces.tiled(realtraces.BIG_SOURCE, 72 * 10**6), 0),
+    ]
+    for path, rank in files:
+        cmds: dict[str, Callable[[], Sequence[str]]] = {
+            "tw": lambda p=path: [TW, "ingest", str(p), *_fresh_wh()],
+        }
+        if _hta():
+            cmds["hta"] = lambda p=path, r=rank: [str(HTA_PY), "-c", HTA_SESSION, str(p), str(r), "0"]
+        got = rounds(cmds, n)
+        mb = _json_mb(path)
+        _line(f"{path.name[:34]} ({mb:.0f} MB JSON)", got["tw"], got.get("hta"),
+              "speed >= 5x, memory <= 0.5x", anchor="HTA load", speed="theirs/ours")
+
+
+def _json_mb(path: Path) -> float:
+    import gzip
+
+    if not path.name.endswith(".gz"):
+        return path.stat().st_size / 1e6
+    # the ISIZE trailer is the size mod 2**32: decompress to count (once, cached beside)
+    cache = DATA / "real" / f"{path.name}.size"
+    if cache.exists():
+        return float(cache.read_text()) / 1e6
+    n = 0
+    with gzip.open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += len(chunk)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(str(n))
+    return n / 1e6
+
+
+def big(sizes: list[str], n: int) -> None:
+    from tracewh.synth import parse_size
+
+    print(f"\n-- big real traces (the H100 trace tiled): ingest vs bare ijson.items ({_load()})")
+    for size in sizes:
+        path = realtraces.tiled(realtraces.BIG_SOURCE, parse_size(size))
+        got = rounds({
+            "ijson": lambda p=path: [PY, "-c", BARE_IJSON, str(p)],
+            "one": lambda p=path: [TW, "ingest", str(p), "--jobs", "1", *_fresh_wh()],
+            "auto": lambda p=path: [TW, "ingest", str(p), *_fresh_wh()],
+        }, n)
+        bare = got["ijson"]["seconds"]
+        print(f"  {size:>6} ({_json_mb(path):.0f} MB JSON): bare ijson {bare:.1f} s; "
+              f"--jobs 1 {got['one']['seconds']:.1f} s = {bare / got['one']['seconds']:.2f}x "
+              f"(goal >= 0.7x), {got['one']['rss_mb']:.0f} MB; default (auto, "
+              f"{os.cpu_count()} cores) {got['auto']['seconds']:.1f} s = "
+              f"{bare / got['auto']['seconds']:.2f}x (goal >= 1.0x), largest process "
+              f"{got['auto']['rss_mb']:.0f} MB (goal <= 300 MB)", flush=True)
+
+
+def files(n: int) -> None:
+    print(f"\n-- many tiny files at --jobs 1: seconds per file ({_load()})")
+    real = realtraces.variants(realtraces.TINY_SOURCE, 60)
+    from bench.bench_scale import traces as synth_traces
+
+    synth_dir = synth_traces()
+    for label, folder, count in (
+        (f"{len(real)} copies of a tiny real trace", real[0].parent, len(real)),
+        ("120 tiny synthetic traces", synth_dir, 120),
+    ):
+        got = rounds({"one": lambda d=folder: [TW, "ingest", str(d), "--jobs", "1", *_fresh_wh()]}, n)
+        per = got["one"]["seconds"] / count
+        print(f"  {label:34} {got['one']['seconds']:6.1f} s: {per * 1000:5.0f} ms per file "
+              f"(goal <= 100 ms), {got['one']['rss_mb']:.0f} MB", flush=True)
+
+
+def report(n: int) -> None:
+    print(f"\n-- reports on a 20-night synthetic warehouse ({_load()})")
+    wh = DATA / "real" / "report_wh"
+    if not (wh / "BUILT").exists():
+        shutil.rmtree(wh, ignore_errors=True)
+        src = DATA / "real" / "report_src"
+        subprocess.run([TW, "synth", str(src), "--runs", "20", "--start", "2025-01-01",
+                        "--steps", "4", "--seed", "16"], check=True, capture_output=True)
+        subprocess.run([TW, "ingest", str(src), "-w", str(wh)], check=True, capture_output=True)
+        (wh / "BUILT").write_text("1")
+    got = rounds({
+        "one": lambda: [TW, "report", "-w", str(wh), "--out", str(Path(_tmp()) / "r")],
+        "site": lambda: [TW, "report", "-w", str(wh), "--site", str(Path(_tmp()) / "s")],
+    }, n)
+    print(f"  tracewh report --out: {got['one']['seconds']:.2f} s (goal <= 2 s), "
+          f"{got['one']['rss_mb']:.0f} MB; report --site (20 run pages): "
+          f"{got['site']['seconds']:.1f} s = {got['site']['seconds'] / 20:.2f} s per run page "
+          f"(goal <= 0.5 s), {got['site']['rss_mb']:.0f} MB", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.bench_real")
+    ap.add_argument("--only", default="small,cold,mid,big,files,report")
+    ap.add_argument("--sizes", default="250MB,1GB")
+    ap.add_argument("--rounds", type=int, default=0, help="rounds for every part (default: per part)")
+    ns = ap.parse_args(argv if argv is not None else [])
+    if not realtraces.available():
+        print("../shared/traces is absent: no real-trace benchmarks")
+        return
+    if not _hta():
+        print(f"HTA is not installed in {HTA_PY.parent.parent} (make bench creates it): "
+              "no HTA side-by-side")
+    only = set(ns.only.split(","))
+    r = ns.rounds
+    try:
+        if "small" in only:
+            small(r or 5)
+        if "cold" in only:
+            cold(r or 11)
+        if "mid" in only:
+            mid(r or 3)
+        if "big" in only:
+            big([s.strip() for s in ns.sizes.split(",") if s.strip()], r or 1)
+        if "files" in only:
+            files(r or 1)
+        if "report" in only:
+            report(r or 3)
+    finally:
+        for tmp in DATA.glob("real-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
