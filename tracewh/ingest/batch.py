@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracewh.errors import UsageError
+from tracewh.ingest.batchcommit import MAX_FILES, CommitBatch
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.compaction import compact_table
 from tracewh.ingest.dask_executor import parse_dask
@@ -136,23 +137,51 @@ class ProcessExecutor:
 
 @dataclass(frozen=True)
 class _Task:
+    """Files one worker ingests in turn, their commits batched (:class:`CommitBatch`)."""
+
     store: Store
-    path: str
+    paths: tuple[str, ...]
     options: IngestOptions
 
 
-def _run_task(task: _Task) -> FileResult:
+def _run_task(task: _Task) -> list[FileResult]:
     # a run committed first by a concurrent ingest (object stores) is "skipped" by ingest_file
-    return ingest_file(task.store, Path(task.path), task.options)
+    if task.store.remote:  # an object store: each file commits alone (conditional runs insert)
+        return [ingest_file(task.store, Path(p), task.options) for p in task.paths]
+    batch = CommitBatch(task.store)
+    out: list[FileResult] = []
+    try:
+        for path in task.paths:
+            ingest_file(task.store, Path(path), task.options, batch=batch)
+            if batch.due():
+                batch.flush()
+            out += batch.take()
+    finally:
+        out += batch.close()
+    return out
 
 
-def _task_failed(task: _Task, exc: BaseException) -> FileResult:
-    """The result of a task its executor lost (a killed worker, a lost connection)."""
+def _task_failed(task: _Task, exc: BaseException) -> list[FileResult]:
+    """The results of a task its executor lost (a killed worker, a lost connection)."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return FileResult(
-        os.path.abspath(task.path), "failed",
-        error=f"{task.path}: the worker failed: {type(exc).__name__}: {reason}"[:500],
-    )
+    return [
+        FileResult(
+            os.path.abspath(p), "failed",
+            error=f"{p}: the worker failed: {type(exc).__name__}: {reason}"[:500],
+        )
+        for p in task.paths
+    ]
+
+
+def _chunks(paths: list[str], jobs: int, executor: Executor | None) -> list[tuple[str, ...]]:
+    """Files per task: all of them in one process; ~4 tasks per process in a pool (balance);
+    one per task on a cluster (a lost task fails one file)."""
+    if executor is not None and not isinstance(executor, SerialExecutor):
+        return [(p,) for p in paths]
+    if jobs <= 1 or len(paths) <= 1:
+        return [tuple(paths)] if paths else []
+    size = max(1, min(MAX_FILES, -(-len(paths) // (4 * jobs))))
+    return [tuple(paths[i:i + size]) for i in range(0, len(paths), size)]
 
 
 def build_executor(*, dask: str | None = None) -> Executor | None:
@@ -231,15 +260,17 @@ def ingest_paths(
         procs = jobs if executor is None else getattr(executor, "local_processes", None)
         if procs is not None and procs > 1:
             options = replace(options, threads=max(1, available_cores() // procs))
-    tasks = [_Task(store, os.path.abspath(p), options) for p in files]
+    wanted = [os.path.abspath(p) for p in files]
+    tasks = [_Task(store, chunk, options) for chunk in _chunks(wanted, jobs, executor)]
     if executor is None:
         executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)
     by_path: dict[str, FileResult] = {}
-    for result in executor.map_unordered(_run_task, tasks):
-        by_path[result.path] = result
-        if on_result:
-            on_result(result)
-    report.results = [by_path[os.path.abspath(t.path)] for t in tasks] + missing
+    for results in executor.map_unordered(_run_task, tasks):
+        for result in results:
+            by_path[result.path] = result
+            if on_result:
+                on_result(result)
+    report.results = [by_path[p] for p in wanted] + missing
     if report.ingested or report.failed:
         # best effort: a concurrent compaction of the same files makes this one a no-op
         for name in ("runs", "ingest_log"):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,6 +35,9 @@ from deltalake.transaction import AddAction
 
 from tracewh.schema import TABLES
 from tracewh.store import Store
+
+if TYPE_CHECKING:
+    from tracewh.ingest.batchcommit import CommitBatch
 
 _RETRIES = 20
 # values per row group (rows x columns): DuckDB's writer holds a row group per thread
@@ -110,12 +113,15 @@ def copy_and_commit(
     ingest_id: str,
     slices: Sequence[tuple[int, int]] | None = None,
     on_slice: Callable[[int, int], None] | None = None,
+    batch: CommitBatch | None = None,
 ) -> int:
     """Append the rows of ``query`` (all in partition ``day``) to ``table``; their count.
 
     With ``slices``, ``query`` takes ``$slice_lo``/``$slice_hi`` and is run once
     per (lo, hi), its rows written in that order into the same file;
-    ``on_slice(lo, hi)`` runs before each slice's query.
+    ``on_slice(lo, hi)`` runs before each slice's query. With ``batch``, the file
+    is written but its commit is left to :meth:`CommitBatch.flush` (one commit per
+    table for the batch's ingests).
     """
     spec = TABLES[table]
     part = f"day={day.isoformat()}"
@@ -162,23 +168,38 @@ def copy_and_commit(
         data_change=True,
         stats=json.dumps(stats),
     )
+    if batch is not None:
+        batch.add_file(ingest_id, table, action)
+        return n
     try:
-        for attempt in range(_RETRIES):
-            try:
-                store.table(table).create_write_transaction(
-                    [action], mode="append", schema=spec.schema,
-                    partition_by=list(spec.partition_by) or None,
-                )
-                return n
-            except CommitFailedError:
-                if attempt == _RETRIES - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+        commit_adds(store, table, [action])
     except BaseException:  # not committed: the file would only wait for a vacuum
+        remove_uncommitted(store, table, [rel])
+        raise
+    return n
+
+
+def commit_adds(store: Store, table: str, actions: Sequence[AddAction]) -> None:
+    """Add ``actions``' files to ``table`` in one Delta commit (retried on conflicts)."""
+    spec = TABLES[table]
+    for attempt in range(_RETRIES):
+        try:
+            store.table(table).create_write_transaction(
+                list(actions), mode="append", schema=spec.schema,
+                partition_by=list(spec.partition_by) or None,
+            )
+            return
+        except CommitFailedError:
+            if attempt == _RETRIES - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
+def remove_uncommitted(store: Store, table: str, rels: Sequence[str]) -> None:
+    """Best-effort removal of written files no commit references (they would wait for a vacuum)."""
+    for rel in rels:
         with contextlib.suppress(Exception):
             if store.remote:
                 store.filesystem().rm_file(f"{store.table_uri(table)}/{rel}")
             else:
-                out.unlink(missing_ok=True)
-        raise
-    return n
+                (Path(store.table_uri(table)) / rel).unlink(missing_ok=True)

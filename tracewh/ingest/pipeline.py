@@ -17,11 +17,11 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -39,6 +39,9 @@ from tracewh.ingest.shred import STAGING_TABLES
 from tracewh.schema import INGEST_LOG, RUNS
 from tracewh.sqlfiles import SQL_DIR
 from tracewh.store import DuplicateRunError, Store
+
+if TYPE_CHECKING:
+    from tracewh.ingest.batchcommit import CommitBatch
 
 INGEST_SQL = SQL_DIR / "ingest"
 T = TypeVar("T")
@@ -167,16 +170,22 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
+def ingest_file(
+    store: Store, path: Path, options: IngestOptions, *, batch: CommitBatch | None = None
+) -> FileResult:
     """Ingest one trace file into ``store``; never raises for a bad file.
 
     Returns a :class:`FileResult` whose ``outcome`` is ``ingested``,
     ``replaced`` (``--force`` over an existing run), ``skipped`` (same bytes
     already ingested) or ``failed`` (``error`` names the file and the problem).
+    With ``batch`` (a local warehouse), the file's commits wait for the batch's
+    flush (:mod:`tracewh.ingest.batchcommit`): the final results come from
+    ``batch.take()`` / ``batch.close()``, this one is provisional.
     """
     started = _now()
     t0 = time.perf_counter()
     path = Path(os.path.abspath(path))
+    ingest_id: str | None = None
     sha: str | None = None
     size = 0
     run_id: str | None = None
@@ -186,10 +195,15 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
         except OSError as exc:
             raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
         run_id = sha[:16]
+        if batch is not None:
+            batch.begin_file()
         # writers (shared): a `compact --retain-hours 0` (exclusive) waits for this ingest
-        with store.lock("writers", shared=True), store.lock(f"run-{run_id}"):
+        with _held(store, batch, "writers", shared=True), _held(store, batch, f"run-{run_id}"):
             existing = _existing_run(store, run_id)
-            if existing is not None and not options.force:
+            if existing is None and batch is not None and run_id in batch.run_ids:
+                # the same bytes twice in one batch (even with --force): once is enough
+                existing = {"source_path": "an earlier file of this batch"}
+            if existing is not None and (not options.force or "ingest_id" not in existing):
                 result = FileResult(
                     str(path), "skipped", run_id,
                     error=f"already ingested (run {run_id} from {existing['source_path']})",
@@ -197,11 +211,11 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
                 )
             else:
                 ingest_id = uuid.uuid4().hex
-                with store.lock(f"ingest-{ingest_id}"):
+                with _held(store, batch, f"ingest-{ingest_id}"):
                     n_events, anomalies = _ingest_locked(
                         store, path, options,
                         run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
-                        replace=existing is not None,
+                        replace=existing is not None, batch=batch,
                     )
                 result = FileResult(
                     str(path), "replaced" if existing is not None else "ingested", run_id,
@@ -243,9 +257,24 @@ def ingest_file(store: Store, path: Path, options: IngestOptions) -> FileResult:
             error=f"{path}: delta-rs panicked: {exc}".splitlines()[0][:500],
             bytes=size, seconds=time.perf_counter() - t0,
         )
+    if batch is not None:
+        ingest = ingest_id if result.outcome in ("ingested", "replaced") else None
+        batch.done(result, functools.partial(_log_row, sha=sha, started=started), ingest_id=ingest)
+        return result
     with contextlib.suppress(Exception):  # the log is best effort; the run is committed or not
         _log(store, result, sha, started)
     return result
+
+
+@contextlib.contextmanager
+def _held(store: Store, batch: CommitBatch | None, key: str, *, shared: bool = False) -> Iterator[None]:
+    """Lock ``key`` for this block, or, in a batch, until the batch's flush."""
+    if batch is None:
+        with store.lock(key, shared=shared):
+            yield
+    else:
+        batch.hold(key, shared=shared)
+        yield
 
 
 def _ingest_locked(
@@ -258,6 +287,7 @@ def _ingest_locked(
     sha: str,
     size: int,
     replace: bool,
+    batch: CommitBatch | None = None,
 ) -> tuple[int, dict[str, int]]:
     labels = {**read_sidecar_labels(path), **options.labels}
     staging = store.new_staging(ingest_id)
@@ -276,13 +306,16 @@ def _ingest_locked(
                 run_id=run_id, ingest_id=ingest_id, replace=replace,
                 base=dict(path=path, sha=sha, size=size, labels=labels,
                           n_events=staged.events, anomalies=staged.anomalies),
-                parts=staged.parts,
+                parts=staged.parts, batch=batch,
             )
         finally:
             con.close()
         return staged.events, dict(staged.anomalies)
     except BaseException:
-        _discard(store, ingest_id)
+        if batch is not None:
+            batch.drop(ingest_id)  # nothing of it is committed: its written files go
+        else:
+            _discard(store, ingest_id)
         raise
     finally:
         store.remove_staging(staging)
@@ -556,6 +589,7 @@ def _derive_and_commit(
     replace: bool,
     base: Mapping[str, Any],
     parts: list[tuple[str, int]],
+    batch: CommitBatch | None = None,
 ) -> dict[str, Any]:
     anomalies: Counter[str] = base["anomalies"]
     limit = parse_size(options.output_memory_limit)
@@ -606,7 +640,7 @@ def _derive_and_commit(
         written[table] = run(functools.partial(
             copy_and_commit, store, con, table, query, used, day=day, run_id=run_id,
             ingest_id=ingest_id, slices=slices.ranges if slices is not None else None,
-            on_slice=on_slice,
+            on_slice=on_slice, batch=batch,
         ))
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
@@ -671,6 +705,9 @@ def _derive_and_commit(
         "anomalies_json": dumps(dict(sorted(anomalies.items()))) if anomalies else None,
         "tracewh_version": __version__,
     }
+    if batch is not None:
+        batch.add_run(ingest_id, row, replace=replace)
+        return row
     table = pa.Table.from_pylist([row], schema=RUNS)
     store.append(
         "runs",
@@ -681,7 +718,13 @@ def _derive_and_commit(
 
 
 def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:
-    row = {
+    table = pa.Table.from_pylist([_log_row(result, sha=sha, started=started)], schema=INGEST_LOG)
+    store.append("ingest_log", lambda: table)
+
+
+def _log_row(result: FileResult, *, sha: str | None, started: datetime) -> dict[str, Any]:
+    """The ``ingest_log`` row of one attempt."""
+    return {
         "attempt_id": uuid.uuid4().hex,
         "path": result.path,
         "sha256": sha,
@@ -695,5 +738,3 @@ def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -
         "host": socket.gethostname(),
         "tracewh_version": __version__,
     }
-    table = pa.Table.from_pylist([row], schema=INGEST_LOG)
-    store.append("ingest_log", lambda: table)

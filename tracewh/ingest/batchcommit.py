@@ -1,0 +1,215 @@
+"""Commit the ingests of many files together: one Delta commit per table per batch.
+
+One file's ingest is ~11 Delta commits (each child table, ``runs``, ``ingest_log``),
+each opening the table's log: most of a tiny file's cost. A :class:`CommitBatch`
+lets :func:`~tracewh.ingest.pipeline.ingest_file` write a file's Parquet files and
+defer their commit; :meth:`CommitBatch.flush` then commits, for every ingest of the
+batch at once, each child table's files (one commit per table), then the ``runs``
+rows (one commit), then the ``ingest_log`` rows.
+
+The visibility rule is unchanged: a run is visible when its ``runs`` row is, and
+that row is committed after every child file of every run of the batch. A crash or
+kill before the ``runs`` commit leaves child files that are unreferenced (before
+their commit) or invisible orphans (after it), both removed by the next ingest's
+cleanup: a crash loses the batch's uncommitted files, never a committed run, and
+never shows a partial one. Each ingest's locks (``writers`` shared, ``run-<id>``,
+``ingest-<id>``) are held until the flush, so a concurrent ingest of the same bytes
+waits for the commit and then finds the run; a lock another process holds makes the
+batch flush first (so it holds nothing while it waits: no two batches wait for each
+other). Batches are for local warehouses; on an object store every file commits
+alone (its ``runs`` insert is conditional, see :meth:`Store._insert_runs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from tracewh.ingest.commit import commit_adds, remove_uncommitted
+from tracewh.schema import CHILD_TABLES, RUNS
+from tracewh.store import Store
+
+if TYPE_CHECKING:
+    from deltalake.transaction import AddAction
+
+    from tracewh.ingest.pipeline import FileResult
+
+#: A batch is flushed when it holds this many files or its first file is this old.
+MAX_FILES = 64
+MAX_SECONDS = 10.0
+
+
+@dataclass
+class _Pending:
+    """What one file of the batch waits to commit."""
+
+    result: FileResult
+    log_row: Callable[[FileResult], dict[str, Any]]
+    ingest_id: str | None = None
+    run_row: dict[str, Any] | None = None
+    replace: bool = False
+
+
+@dataclass
+class CommitBatch:
+    """Deferred commits of several files' ingests into ``store`` (see the module docstring)."""
+
+    store: Store
+    max_files: int = MAX_FILES
+    max_seconds: float = MAX_SECONDS
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    _held: set[str] = field(default_factory=set)
+    _adds: dict[str, list[tuple[str, AddAction]]] = field(default_factory=dict)
+    _rows: dict[str, tuple[dict[str, Any], bool]] = field(default_factory=dict)
+    _files: list[_Pending] = field(default_factory=list)
+    _started: float | None = None
+    _current: list[tuple[str, bool]] = field(default_factory=list)
+    _out: list[FileResult] = field(default_factory=list)
+
+    @property
+    def run_ids(self) -> set[str]:
+        """Runs of the batch's ingests waiting for their ``runs`` commit."""
+        return {str(row["run_id"]) for row, _ in self._rows.values()}
+
+    def begin_file(self) -> None:
+        """A new file's ingest starts: the locks it takes from now on are its own."""
+        self._current = []
+
+    def hold(self, key: str, *, shared: bool = False) -> None:
+        """Take lock ``key`` until the flush.
+
+        When another process holds it, the batch is flushed first (releasing every
+        lock), then this file's locks are taken again, blocking: a process never
+        waits for a lock while it holds others of its batch.
+        """
+        self._current.append((key, shared))
+        if key in self._held:
+            return
+        lock = self.store.lock(key, blocking=False, shared=shared)
+        if lock.__enter__():
+            self._keep(key, lock)
+            return
+        lock.__exit__(None, None, None)
+        self.flush()
+        for k, sh in self._current:
+            blocking = self.store.lock(k, shared=sh)
+            blocking.__enter__()
+            self._keep(k, blocking)
+
+    def _keep(self, key: str, lock: contextlib.AbstractContextManager[bool]) -> None:
+        self._stack.push(lock.__exit__)
+        self._held.add(key)
+
+    def add_file(self, ingest_id: str, table: str, action: AddAction) -> None:
+        """A written child-table file of ``ingest_id``, committed at the flush."""
+        self._adds.setdefault(table, []).append((ingest_id, action))
+
+    def add_run(self, ingest_id: str, row: dict[str, Any], *, replace: bool) -> None:
+        """``ingest_id``'s ``runs`` row (``replace``: ``--force`` over the committed run)."""
+        self._rows[ingest_id] = (row, replace)
+
+    def drop(self, ingest_id: str) -> None:
+        """Forget a failed ingest's files and row; its written files are removed."""
+        for table, entries in self._adds.items():
+            mine = [a.path for i, a in entries if i == ingest_id]
+            remove_uncommitted(self.store, table, mine)
+            self._adds[table] = [(i, a) for i, a in entries if i != ingest_id]
+        self._rows.pop(ingest_id, None)
+
+    def done(
+        self, result: FileResult, log_row: Callable[[FileResult], dict[str, Any]],
+        *, ingest_id: str | None,
+    ) -> None:
+        """A file is through: its result is final at the flush (``ingest_log`` row then)."""
+        if self._started is None:
+            self._started = time.monotonic()
+        self._files.append(_Pending(result, log_row, ingest_id))
+
+    def due(self) -> bool:
+        """Whether the batch should be flushed now."""
+        return bool(self._files) and (
+            len(self._files) >= self.max_files
+            or (self._started is not None and time.monotonic() - self._started >= self.max_seconds)
+        )
+
+    def take(self) -> list[FileResult]:
+        """The results of the files flushed so far (each returned once)."""
+        out, self._out = self._out, []
+        return out
+
+    def flush(self) -> None:
+        """Commit every child file, then the ``runs`` rows, then the log; release the locks.
+
+        The results go to :meth:`take`: a file whose commit failed becomes
+        ``failed`` (its run is not visible; the next ingest removes what was written).
+        """
+        files, self._files, self._started = self._files, [], None
+        adds, self._adds = self._adds, {}
+        rows, self._rows = self._rows, {}
+        error: str | None = None
+        try:
+            for table in CHILD_TABLES:
+                if adds.get(table):
+                    commit_adds(self.store, table, [a for _, a in adds[table]])
+            new = [row for row, rep in rows.values() if not rep]
+            if new:
+                table = pa.Table.from_pylist(new, schema=RUNS)
+                self.store.append("runs", lambda: table)
+            for row, rep in rows.values():
+                if rep:
+                    self.store.append("runs", functools.partial(_one_row, row),
+                                      replace_predicate=f"run_id = '{row['run_id']}'")
+        except Exception as exc:  # every ingest of the batch fails with it
+            error = f"the batch commit failed: {type(exc).__name__}: {exc}".splitlines()[0][:400]
+            # files of tables whose commit did not happen are unreferenced: remove them
+            # (a table committed before the failure holds invisible orphans: cleanup's)
+            for table, entries in adds.items():
+                with contextlib.suppress(Exception):
+                    live = set(self.store.file_uris(table))
+                    root = self.store.table_uri(table)
+                    remove_uncommitted(self.store, table, [
+                        a.path for _, a in entries if f"{root}/{a.path}" not in live])
+        finally:
+            self._release()
+        results = [
+            p.result if error is None or p.ingest_id not in rows else replace(
+                p.result, outcome="failed", error=f"{p.result.path}: {error}")
+            for p in files
+        ]
+        self._log(files, results)
+        self._out += results
+
+    def close(self) -> list[FileResult]:
+        """:meth:`flush` whatever is pending (the end of a batch of files); every result."""
+        if self._files or self._held:
+            self.flush()
+        return self.take()
+
+    def _release(self) -> None:
+        stack, self._stack = self._stack, contextlib.ExitStack()
+        self._held = set()
+        stack.close()
+
+    def _log(self, files: list[_Pending], results: list[FileResult]) -> None:
+        if not files:
+            return
+        with contextlib.suppress(Exception):  # best effort, as for one file
+            from tracewh.schema import INGEST_LOG
+
+            table = pa.Table.from_pylist(
+                [p.log_row(r) for p, r in zip(files, results, strict=True)], schema=INGEST_LOG
+            )
+            self.store.append("ingest_log", lambda: table)
+
+
+def _one_row(row: dict[str, Any]) -> pa.Table:
+    return pa.Table.from_pylist([row], schema=RUNS)
+
+
+__all__ = ["MAX_FILES", "MAX_SECONDS", "CommitBatch"]
