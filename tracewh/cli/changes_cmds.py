@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 
-from tracewh.alerts import ChangesReport
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, handle_errors, warehouse_option
+from tracewh.cli.history_cmds import _parse_threshold as parse_threshold
 from tracewh.cli.history_cmds import _where, bytes_text
 from tracewh.errors import UsageError
-from tracewh.history import parse_threshold
+
+if TYPE_CHECKING:  # the change-point modules (Polars, numpy) load when the command runs
+    from tracewh.alerts import ChangesReport
 
 
 def _short(r: dict[str, object], width: int = 60) -> str:
