@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import typer
 
 from tracewh.api import Warehouse
 from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
 from tracewh.cli.output import emit, write_out
 from tracewh.errors import UsageError
-from tracewh.roofline import PeakTflops, parse_peak_tflops
+
+if TYPE_CHECKING:  # the roofline module (Polars) loads when the command runs
+    import polars as pl
+
+    from tracewh.roofline import PeakTflops
 
 _OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet), every column."
 _PEAK_HELP = (
@@ -53,6 +57,8 @@ def roofline(
     with handle_errors():
         if top is not None and top < 1:
             raise UsageError("--top must be at least 1")
+        from tracewh.roofline import parse_peak_tflops
+
         peaks: PeakTflops | None = parse_peak_tflops(peak_tflops) if peak_tflops is not None else None
         wh = Warehouse(warehouse)
         ref = wh.resolve_run(run)
