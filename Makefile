@@ -17,7 +17,7 @@ TW := $(BIN)/tracewh
 TORCH_VERSION ?= 2.13.0
 CAPTURE_STAMP := $(VENV)/.capture-installed
 
-.PHONY: help venv capture-deps hta-venv demo test test-all bench lint nightly report report-kernels report-history clean
+.PHONY: help venv capture-deps hta-venv demo test test-all bench lint device-check nightly report report-kernels report-history clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -77,6 +77,14 @@ hta-venv: $(HTA_STAMP) ## the bench-only venv with HTA (traceinsight), for bench
 
 bench: $(STAMP) $(HTA_STAMP) ## run the benchmarks (ratios side by side, peak memory; HTA in a bench-only venv)
 	$(BIN)/python -m bench.run
+
+# On a CUDA/ROCm machine: tracewh capture 3 steps of a small transformer and of a diffusion-style
+# loop, ingest them, print kernels/modules/steps/launches/roofline and the measured overhead.
+# Without a GPU the script says SKIP (exit 77, which this target reports and treats as success).
+DEVICE ?= auto
+device-check: $(STAMP) $(CAPTURE_STAMP) ## GPU check of capture + analyses on two small models (DEVICE=cpu runs it on CPU)
+	@bash examples/device_check.sh --device $(DEVICE) --python $(BIN)/python; rc=$$?; \
+	  if [ $$rc -eq 77 ]; then echo "device-check skipped (exit 77)"; exit 0; fi; exit $$rc
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter contracts
 	$(BIN)/ruff check tracewh tests bench examples
