@@ -64,6 +64,13 @@ ReaderFactory = Callable[[], "pa.RecordBatchReader | pa.Table"]
 _COMMIT_RETRIES = 20
 
 
+def write_deltalake(*args: Any, **kwargs: Any) -> None:
+    """delta-rs's ``write_deltalake``, imported on first use (a module name tests can patch)."""
+    from deltalake import write_deltalake as write
+
+    write(*args, **kwargs)
+
+
 def writer_properties() -> WriterProperties:
     """Parquet writer settings of every table: zstd, 128k-row row groups.
 
@@ -441,7 +448,6 @@ class Store:
         ``replace_predicate``, rows matching it are replaced by ``data`` in the
         same commit (Delta ``replaceWhere``).
         """
-        from deltalake import write_deltalake
         from deltalake.exceptions import CommitFailedError, DeltaError
 
         from tracewh.schema import TABLES
@@ -489,7 +495,6 @@ class Store:
         """
         import pyarrow as pa
         import pyarrow.compute as pc
-        from deltalake import write_deltalake
         from deltalake.exceptions import CommitFailedError
 
         from tracewh.schema import TABLES
