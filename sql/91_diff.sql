@@ -1,9 +1,20 @@
 -- 91_diff.sql: two runs side by side (per step, see 90_history.sql).
 --
+-- run_op_metrics  (view)
+--   grain: one row per (run_id, CPU operator and input shapes) of the GPU ops with a duration:
+--          the innermost CPU operator enclosing each op's launch (gpu_ops.op_name) and its
+--          "Input Dims" (op_input_dims).
+--   columns: run_id, group_name (op_name, a space and op_input_dims when the trace has them;
+--            '(no CPU operator)' for GPU ops without one), calls (GPU ops), total_ns,
+--            mean_ns, calls_per_step, time_per_step_ns (per step as run_group_metrics)
+--   The same model on two GPUs runs the same operators on the same shapes but different
+--   kernels (an H100 and an MI300 share no kernel name): comparing by operator and shapes
+--   is what makes a cross-hardware diff meaningful.
+--
 -- run_diff(a, b, level := 'kernel', tolerance := 0.05, min_delta_ns := 1000)  (table macro)
 --   grain: one row per group (kernel_key for level 'kernel', 07_kernel_keys.sql, so a kernel
---          renamed by a recompile is one group; else short_name or category) present in run
---          a or run b.
+--          renamed by a recompile is one group; else short_name, category, or 'op': CPU
+--          operator and input shapes, run_op_metrics) present in run a or run b.
 --   columns: name (kernel level: the op name with the most time, run b's where it ran
 --            there; else the group), category (kernel level only), calls_a, calls_b, calls_per_step_a,
 --            calls_per_step_b, time_per_step_a_ns, time_per_step_b_ns, mean_a_ns, mean_b_ns,
@@ -25,12 +36,44 @@
 --   columns: metric, value_a, value_b, delta (value_b - value_a), ratio (value_b / value_a;
 --            NULL when value_a is 0)
 
+CREATE OR REPLACE VIEW run_op_metrics AS
+WITH g AS (
+    SELECT
+        run_id,
+        coalesce(op_name, '(no CPU operator)')
+            || CASE WHEN op_input_dims IS NOT NULL AND op_input_dims <> '' THEN ' ' || op_input_dims ELSE '' END
+            AS group_name,
+        count(*) AS calls,
+        CAST(sum(dur_ns) AS BIGINT) AS total_ns
+    FROM gpu_ops
+    WHERE dur_ns IS NOT NULL
+    GROUP BY ALL
+)
+SELECT
+    g.run_id, g.group_name, g.calls, g.total_ns,
+    g.total_ns / g.calls AS mean_ns,
+    g.calls / s.step_divisor AS calls_per_step,
+    g.total_ns / s.step_divisor AS time_per_step_ns
+FROM g
+JOIN run_steps s ON s.run_id = g.run_id;
+
 CREATE OR REPLACE MACRO run_diff(a, b, level := 'kernel', tolerance := 0.05, min_delta_ns := 1000) AS TABLE
 WITH lv AS (
     SELECT CASE
-        WHEN level IN ('kernel', 'short_name', 'category') THEN level
-        ELSE error('run_diff: level must be kernel, short_name or category, not ' || level)
+        WHEN level IN ('kernel', 'short_name', 'category', 'op') THEN level
+        ELSE error('run_diff: level must be kernel, short_name, category or op, not ' || level)
     END AS want
+),
+grouped AS (
+    SELECT g.run_id, g.group_level, g.group_name, g.category, g.calls, g.total_ns,
+           g.calls_per_step, g.time_per_step_ns
+    FROM run_group_metrics g
+    WHERE level <> 'op' AND (g.run_id = a OR g.run_id = b) AND g.group_level = level
+    UNION ALL
+    SELECT o.run_id, 'op', o.group_name, NULL, o.calls, o.total_ns, o.calls_per_step,
+           o.time_per_step_ns
+    FROM run_op_metrics o
+    WHERE level = 'op' AND (o.run_id = a OR o.run_id = b)
 ),
 g0 AS (
     -- at the kernel level a group is a kernel key (07_kernel_keys.sql): a kernel renamed by a
@@ -38,10 +81,9 @@ g0 AS (
     SELECT g.*,
            CASE WHEN lv.want = 'kernel' THEN coalesce(k.kernel_key, g.group_name)
                 ELSE g.group_name END AS gkey
-    FROM run_group_metrics g
+    FROM grouped g
     CROSS JOIN lv
     LEFT JOIN kernel_keys k ON lv.want = 'kernel' AND k.name = g.group_name
-    WHERE (g.run_id = a OR g.run_id = b) AND g.group_level = lv.want
 ),
 g1 AS (
     SELECT run_id, gkey, arg_max(group_name, total_ns) AS group_name,

@@ -36,7 +36,7 @@ COMMANDS = [
 def test_every_analysis_command_prints_json_rows(wh: str, args: list[str]) -> None:
     result = runner.invoke(app, [*args, "-w", wh, "--format", "json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     assert isinstance(rows, list) and rows and isinstance(rows[0], dict)
 
 
@@ -50,7 +50,7 @@ def test_tables_show_units(wh: str, args: list[str]) -> None:
 def test_top_and_csv(wh: str) -> None:
     result = runner.invoke(app, ["kernels", "-w", wh, "--top", "3", "--format", "csv"])
     assert result.exit_code == 0
-    lines = result.output.strip().splitlines()
+    lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("name,calls,total_ns")
     assert len(lines) == 4
 
@@ -80,5 +80,5 @@ def test_bad_query_and_selector_exit_2_without_traceback(wh: str, tmp_path: Path
 
 def test_runs_json_shape(wh: str) -> None:
     result = runner.invoke(app, ["runs", "-w", wh, "--format", "json"])
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     assert {"run_id", "source_path", "day", "job", "labels_json"} <= set(rows[0])

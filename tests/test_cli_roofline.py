@@ -39,7 +39,7 @@ def wh(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _json(args: list[str]) -> list[dict[str, object]]:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    rows: list[dict[str, object]] = json.loads(result.output)
+    rows: list[dict[str, object]] = json.loads(result.stdout)  # notes go to stderr
     return rows
 
 
@@ -59,9 +59,11 @@ def test_roofline_table_op_top_and_out(wh: str, tmp_path: Path) -> None:
     out = tmp_path / "roof.parquet"
     result = runner.invoke(app, ["roofline", "-w", wh, "--op", "addmm", "--top", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "roofline of run" in result.output and "A100 SXM4 80GB" in result.output
+    assert "roofline on A100 SXM4 80GB" in result.output and "showing 2 of 4" in result.output
     df = pl.read_parquet(out)
-    assert set(df["op_name"]) == {"aten::addmm"} and df.height == 4  # --out has every row
+    assert set(df["op_name"]) == {"aten::addmm"} and df.height == 2  # --out: the rows shown
+    every = runner.invoke(app, ["roofline", "-w", wh, "--op", "addmm", "--top", "0", "--out", str(out)])
+    assert every.exit_code == 0 and pl.read_parquet(out).height == 4  # --top 0: all rows
     assert "peak_tflops" in df.columns and "params" in df.columns
 
 
@@ -75,7 +77,7 @@ def test_peak_overrides_on_the_command_line(wh: str) -> None:
 
 @pytest.mark.parametrize("args", [
     ["--peak-tflops", "fast"], ["--peak-tflops", "bf17=3"], ["--peak-tflops", "-1"],
-    ["--peak-tbs", "0"], ["--top", "0"], ["--run", "nope"],
+    ["--peak-tbs", "0"], ["--top", "-1"], ["--run", "nope"],
 ])
 def test_bad_usage_exits_2_with_one_line(wh: str, args: list[str]) -> None:
     result = runner.invoke(app, ["roofline", "-w", wh, *args])

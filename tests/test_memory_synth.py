@@ -121,11 +121,11 @@ def test_cli_views_formats_and_errors(synth: tuple[Warehouse, dict[str, str], di
         assert result.exit_code == 0, result.output
         rows = json.loads(result.output)
         assert rows and isinstance(rows[0], dict) and rows[0]["device_name"] == "cuda:0"
-    table = runner.invoke(app, ["memory", *w])
+    table = runner.invoke(app, ["memory", *w], env={"COLUMNS": "1000"})  # headers unwrapped
     assert table.exit_code == 0 and "peak_allocated (GB)" in table.output
     top = runner.invoke(app, ["memory", *w, "--view", "peak", "--top", "2", "--format", "csv"])
     assert top.exit_code == 0 and len(top.output.strip().splitlines()) == 3
-    for bad in (["--device", "cuda:7"], ["--view", "nope"], ["--top", "0"], ["--run", "nope"]):
+    for bad in (["--device", "cuda:7"], ["--view", "nope"], ["--top", "-1"], ["--run", "nope"]):
         result = runner.invoke(app, ["memory", "-w", str(wh.root), *bad])
         assert result.exit_code == 2, (bad, result.output)
         assert result.output.startswith("error:") and "Traceback" not in result.output

@@ -11,6 +11,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -37,7 +38,17 @@ from tracewh.errors import (
     UsageError,
     WarehouseError,
 )
-from tracewh.runsel import RunRef, where_clause
+from tracewh.runsel import (
+    RUN_FIELDS,
+    RunRef,
+    RunSelector,
+    Term,
+    canonical,
+    has_prefix,
+    parse_selector,
+    sql_selector,
+    where_clause,
+)
 from tracewh.store import Store, select_files
 
 # Polars, the ingest pipeline (pyarrow, deltalake), history, changes and check are imported
@@ -52,7 +63,10 @@ if TYPE_CHECKING:
     from tracewh.ingest.maintenance import CompactReport, VerifyReport
     from tracewh.ingest.pipeline import FileResult
 
-__all__ = ["RunRef", "Warehouse"]
+__all__ = ["RunRef", "RunSelector", "Warehouse"]
+
+#: The "latest first" order of runs (as ``run_matches`` in ``sql/02_runs.sql``).
+LATEST_FIRST = "ingested_at DESC NULLS LAST, start_ns DESC NULLS LAST, rank NULLS LAST, run_id"
 
 
 
@@ -318,7 +332,11 @@ class Warehouse:
         return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
-        """Every visible run (newest first), optionally filtered by labels/fields.
+        """Every visible run, latest first, optionally filtered by labels/fields.
+
+        Latest first: the runs of the latest ``tracewh ingest`` command first (``ingested_at``
+        descending), each command's runs by trace start descending, then rank (the order
+        ``latest`` resolves by, see :mod:`tracewh.runsel`).
 
         Besides the ``runs`` columns: ``workload`` (the labels that name it, or ``fp:...``
         from the trace's fingerprint; see :mod:`tracewh.analysis.workload`),
@@ -329,8 +347,7 @@ class Warehouse:
 
         clauses, params = where_clause(where or {})
         df = self._runs_query(
-            f"SELECT * EXCLUDE (metadata_json) FROM runs WHERE {clauses} "
-            "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
+            f"SELECT * EXCLUDE (metadata_json) FROM runs WHERE {clauses} ORDER BY {LATEST_FIRST}",
             params,
         )
         rs = _alerts.run_set(self, include_unusable=True)
@@ -358,48 +375,111 @@ class Warehouse:
             return fetch_frame(con, query, params)
 
     # ------------------------------------------------------------- selectors
-    def resolve_run(self, selector: str = "latest") -> RunRef:
-        """Resolve ``latest``, a run_id prefix, or ``KEY=VALUE`` (label or run field).
+    def resolve_run(self, selector: RunSelector = "latest") -> RunRef:
+        """Resolve a run selector to one run (see :mod:`tracewh.runsel`).
 
-        Several matches of ``KEY=VALUE`` resolve to the latest of them (by trace
-        start, then lowest rank); an ambiguous run_id prefix is an error.
+        ``latest``, a run_id prefix, ``KEY=VALUE`` (label or run field), or several terms
+        (``"model=x,rank=0"`` or a list), all of which the run must match. Several matches
+        resolve to the latest of them (latest ingest, then latest trace start, then lowest
+        rank); the returned :class:`RunRef` says how many matched (``matched``) and which
+        (``others``). A run_id prefix matching several runs is an error (ambiguous). A
+        :class:`RunRef` is returned as it is.
+
+        Raises
+        ------
+        RunNotFoundError
+            Nothing matches (the message lists the values the selector's keys have), or an
+            ambiguous run_id prefix.
+        EmptyWarehouseError
+            The warehouse has no run.
+        UsageError
+            A malformed selector term.
         """
+        if isinstance(selector, RunRef):
+            return selector
         with self._conn(only="runs") as con:
             return self._resolve(con, selector)
 
-    def _resolve(self, con: duckdb.DuckDBPyConnection, selector: str) -> RunRef:
+    def _resolve(self, con: duckdb.DuckDBPyConnection, selector: RunSelector) -> RunRef:
         """:meth:`resolve_run` on a connection whose ``runs`` is the snapshot's."""
-        sel = selector.strip()
-        where: dict[str, str] = {}
-        if "=" in sel:
-            key, _, value = sel.partition("=")
-            where[key.strip()] = value.strip()
-        clauses, params = where_clause(where)
+        if isinstance(selector, RunRef):
+            return selector
+        terms = parse_selector(selector)
+        text = canonical(selector)
         found = fetch_rows(
             con,
-            f"SELECT run_id, day, job, rank FROM runs WHERE {clauses} "
-            "ORDER BY start_ns DESC NULLS LAST, rank NULLS LAST, run_id",
-            params,
+            "SELECT run_id, day, job, rank, world_size, file_name, start_ns, device_name, "
+            "labels_json FROM run_matches($sel) ORDER BY pos",
+            {"sel": sql_selector(selector)},
         ).rows
         if not found:
-            if where:
-                raise RunNotFoundError(selector)
-            raise EmptyWarehouseError(self.root)
-        if sel in ("", "latest") or where:
-            row = found[0]
-        else:
-            hits = [r for r in found if str(r[0]).startswith(sel.lower())]
-            if not hits:
-                raise RunNotFoundError(selector)
-            if len(hits) > 1:
-                ids = ", ".join(str(r[0]) for r in hits[:5])
-                raise RunNotFoundError(selector, f"is ambiguous: matches {len(hits)} runs ({ids})")
-            row = hits[0]
-        return RunRef(row[0], row[1], row[2], row[3])
+            if not terms or all(t.kind == "latest" for t in terms):
+                raise EmptyWarehouseError(self.root)
+            raise RunNotFoundError(text, self._no_match_reason(con, terms))
+        ids = [str(r[0]) for r in found]
+        if len(ids) > 1 and has_prefix(terms):
+            raise RunNotFoundError(
+                text, f"is ambiguous: matches {len(ids)} runs ({', '.join(ids[:5])})"
+            )
+        run_id, day, job, rank, world_size, file_name, start_ns, device, labels_json = found[0]
+        try:
+            labels = json.loads(labels_json) if labels_json else {}
+        except ValueError:
+            labels = {}
+        return RunRef(
+            run_id, day, job, rank, file_name=file_name, start_ns=start_ns,
+            labels=labels if isinstance(labels, dict) else {}, device_name=device or None,
+            world_size=world_size, selector=text, matched=len(ids), others=tuple(ids[1:6]),
+        )  # fmt: skip
+
+    def _no_match_reason(self, con: duckdb.DuckDBPyConnection, terms: Sequence[Term]) -> str:
+        """Why a selector matched nothing: the values its keys have."""
+        hints: list[str] = []
+        for t in [t for t in terms if t.kind == "key"][:3]:
+            values = _label_values(con, t.key or "")
+            if values:
+                more = ", ..." if len(values) > 8 else ""
+                hints.append(f"{t.key} has {', '.join(repr(v) for v in values[:8])}{more}")
+            else:
+                hints.append(f"no run has a label or field {t.key!r}")
+        return "matches no run" + (f" ({'; '.join(hints)})" if hints else "")
+
+    def label_values(self, key: str) -> list[str]:
+        """The distinct values of label or run field ``key`` over the visible runs, sorted."""
+        with self._conn(only="runs") as con:
+            return _label_values(con, key)
+
+    def values(
+        self, run: RunSelector, column: str, *, table: str = "gpu_ops", limit: int = 20
+    ) -> list[tuple[Any, int]]:
+        """The most frequent values of ``table.column`` in a run, with their row counts.
+
+        What a filter could have matched, for saying so when it matched nothing (``--cat
+        Kernel`` when the run's GPU ops have ``kernel``).
+        """
+        from tracewh.schema import TABLES
+
+        spec = TABLES.get(table)
+        if spec is None or not spec.is_run_child or column not in spec.schema.names:
+            raise UsageError(f"no column {column!r} in a run table {table!r}")
+        query = (f'SELECT "{column}" AS value, count(*) AS rows FROM {table} WHERE run_id = $id '
+                 f"GROUP BY 1 ORDER BY rows DESC, value NULLS LAST LIMIT {int(limit)}")
+        with self._run_conn(run) as (con, ref):
+            return [(r[0], int(r[1])) for r in fetch_rows(con, query, {"id": ref.run_id}).rows]
+
+    def run_row(self, run: RunSelector) -> dict[str, Any]:
+        """The ``runs`` row of a run (all columns but ``metadata_json``) as a dict."""
+        with self._conn(only="runs") as con:
+            ref = self._resolve(con, run)
+            got = fetch_rows(
+                con, "SELECT * EXCLUDE (metadata_json) FROM runs WHERE run_id = $id",
+                {"id": ref.run_id},
+            )
+        return dict(zip(got.columns, got.rows[0], strict=True)) if got.rows else {"run_id": ref.run_id}
 
     # -------------------------------------------------------------- analyses
     @contextlib.contextmanager
-    def _run_conn(self, run: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunRef]]:
+    def _run_conn(self, run: RunSelector) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunRef]]:
         """One connection for one run: ``runs`` read and the run resolved, then its day's files.
 
         ``runs`` is read before the child tables (so every child row of a run it
@@ -412,17 +492,28 @@ class Warehouse:
             shadow_files(con, files, reset=self._pinned is not None)
             yield con, ref
 
-    def macro(self, name: str, run: str = "latest", /, **params: Any) -> pl.DataFrame:
+    def macro(self, name: str, run: RunSelector = "latest", /, **params: Any) -> pl.DataFrame:
         """Call a per-run table macro of ``sql/`` (e.g. ``stream_gaps``) for a run."""
         query, values = _macro_sql(name, params)
         with self._run_conn(run) as (con, ref):
             return fetch_frame(con, query, {"first": ref.run_id, **values})
 
-    def macro_rows(self, name: str, run: str = "latest", /, **params: Any) -> Rows:
+    def macro_rows(self, name: str, run: RunSelector = "latest", /, **params: Any) -> Rows:
         """:meth:`macro` as plain :class:`Rows` (no Polars): what a printing command needs."""
+        return self.run_macro(name, run, rows=True, **params)[1]  # type: ignore[return-value]
+
+    def run_macro(
+        self, name: str, run: RunSelector = "latest", /, *, rows: bool = False, **params: Any
+    ) -> tuple[RunRef, pl.DataFrame | Rows]:
+        """The resolved run and its macro's result, in one connection (``runs`` read once).
+
+        What a command printing a run's table needs: the :class:`RunRef` names the run in
+        the title, the result is plain :class:`Rows` with ``rows`` (no Polars), else a frame.
+        """
         query, values = _macro_sql(name, params)
         with self._run_conn(run) as (con, ref):
-            return fetch_rows(con, query, {"first": ref.run_id, **values})
+            args = {"first": ref.run_id, **values}
+            return ref, (fetch_rows(con, query, args) if rows else fetch_frame(con, query, args))
 
     def call(
         self, name: str, first: Any, /, *, days: Collection[date] | None = None, **params: Any
@@ -431,12 +522,12 @@ class Warehouse:
         query, values = _macro_sql(name, params)
         return self.sql(query, {"first": first, **values}, days=days)
 
-    def _analysis(self, call: macros.MacroCall, run: str) -> pl.DataFrame:
+    def _analysis(self, call: macros.MacroCall, run: RunSelector) -> pl.DataFrame:
         return self.macro(call.name, run, **call.params)
 
     def kernels(
         self,
-        run: str = "latest",
+        run: RunSelector = "latest",
         *,
         cats: Sequence[str] | None = None,
         group_by: str = "name",
@@ -447,38 +538,38 @@ class Warehouse:
         df = self._analysis(macros.kernels(cats=cats, group_by=group_by, by=by), run)
         return df.head(top) if top else df
 
-    def gaps(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+    def gaps(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
         """Stream gaps and idle breakdown per (device, stream) (``stream_gaps``)."""
         return self._analysis(macros.gaps(threshold_ns=threshold_ns), run)
 
     def largest_gaps(
-        self, run: str = "latest", *, n: int = 20, threshold_ns: int = 30_000
+        self, run: RunSelector = "latest", *, n: int = 20, threshold_ns: int = 30_000
     ) -> pl.DataFrame:
         """The ``n`` largest gaps with the ops on either side (``largest_gaps``)."""
         return self._analysis(macros.largest_gaps(n=n, threshold_ns=threshold_ns), run)
 
-    def idle_breakdown(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+    def idle_breakdown(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
         """Idle time by kind per stream and per device (``idle_breakdown``)."""
         return self._analysis(macros.idle_breakdown(threshold_ns=threshold_ns), run)
 
-    def launches(self, run: str = "latest", *, by: str = "kernel") -> pl.DataFrame:
+    def launches(self, run: RunSelector = "latest", *, by: str = "kernel") -> pl.DataFrame:
         """Launch latency summaries per kernel name or per step."""
         return self._analysis(macros.launches(by=by), run)
 
-    def queue_depth(self, run: str = "latest") -> pl.DataFrame:
+    def queue_depth(self, run: RunSelector = "latest") -> pl.DataFrame:
         """Outstanding GPU ops per stream over time (``queue_depth``)."""
         return self._analysis(macros.queue_depth(), run)
 
-    def steps(self, run: str = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+    def steps(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
         """Per ProfilerStep: wall time, GPU busy/idle, top kernel, bound (``step_summary``)."""
         return self._analysis(macros.steps(threshold_ns=threshold_ns), run)
 
-    def ops(self, run: str = "latest", *, cpu: bool = False) -> pl.DataFrame:
+    def ops(self, run: RunSelector = "latest", *, cpu: bool = False) -> pl.DataFrame:
         """GPU time per CPU operator and input shapes, or CPU-side op time with ``cpu``."""
         return self._analysis(macros.ops(cpu=cpu), run)
 
     def modules(
-        self, run: str = "latest", *, depth: int | None = None, top: int | None = None
+        self, run: RunSelector = "latest", *, depth: int | None = None, top: int | None = None
     ) -> pl.DataFrame:
         """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``).
 
@@ -503,17 +594,17 @@ class Warehouse:
             raise UsageError("--top must be at least 1")
         return self.macro("module_tree", run, max_depth=depth, top=top)
 
-    def memcpy(self, run: str = "latest") -> pl.DataFrame:
+    def memcpy(self, run: RunSelector = "latest") -> pl.DataFrame:
         """Memory copies per kind: count, bytes, time, GB/s (``memcpy_summary``)."""
         return self._analysis(macros.memcpy(), run)
 
-    def breakdown(self, run: str = "latest") -> pl.DataFrame:
+    def breakdown(self, run: RunSelector = "latest") -> pl.DataFrame:
         """GPU time per device: compute, communication, memcpy, idle (``gpu_time_breakdown``)."""
         return self._analysis(macros.breakdown(), run)
 
     def memory(
         self,
-        run: str = "latest",
+        run: RunSelector = "latest",
         *,
         view: str = "summary",
         device: str | None = None,
@@ -532,7 +623,7 @@ class Warehouse:
                            memory_limit=memory_limit)
 
     def ranks(
-        self, job: str | None = None, *, view: str = "imbalance", run: str | None = None
+        self, job: str | None = None, *, view: str = "imbalance", run: RunSelector | None = None
     ) -> pl.DataFrame:
         """Multi-rank comparison within one job instance.
 
@@ -548,7 +639,7 @@ class Warehouse:
         ids = self.rank_runs(job, run=run)
         return self.call(f"rank_{view}", ids)
 
-    def rank_runs(self, job: str | None = None, *, run: str | None = None) -> list[str]:
+    def rank_runs(self, job: str | None = None, *, run: RunSelector | None = None) -> list[str]:
         """The run ids of a job instance (see :meth:`ranks`), lowest rank first."""
         if run is not None:
             ref = self.resolve_run(run)
@@ -558,7 +649,7 @@ class Warehouse:
             ref = self.resolve_run(job)
         else:
             hits = self._runs_query(
-                "SELECT run_id FROM runs WHERE job = $j ORDER BY start_ns DESC, rank, run_id",
+                f"SELECT run_id FROM runs WHERE job = $j ORDER BY {LATEST_FIRST}",
                 {"j": job},
             )
             ref = self.resolve_run(hits["run_id"][0] if hits.height else job)
@@ -575,7 +666,7 @@ class Warehouse:
 
     def roofline(
         self,
-        run: str = "latest",
+        run: RunSelector = "latest",
         *,
         op: str | None = None,
         top: int | None = None,
@@ -625,15 +716,16 @@ class Warehouse:
 
     # --------------------------------------------------------------- history
     def diff(
-        self, a: str, b: str, *, level: str = "kernel", tolerance: float = 0.05
+        self, a: RunSelector, b: RunSelector, *, level: str = "kernel", tolerance: float = 0.05
     ) -> pl.DataFrame:
-        """Compare runs ``a`` and ``b`` (selectors) per kernel, short name or category.
+        """Compare runs ``a`` and ``b`` (selectors) per kernel, short name, category or op.
 
         Per group: calls, calls and time per step and mean duration in A and in B, the
         delta per step, the ratio B/A and a status (added, removed, slower, faster,
         unchanged within ``tolerance``), by absolute impact (``run_diff`` of
-        ``sql/91_diff.sql``). Compare by ``short_name`` or ``category`` when kernel names
-        differ (e.g. an NVIDIA run against an AMD run).
+        ``sql/91_diff.sql``). Compare by ``op`` (CPU operator and input shapes),
+        ``short_name`` or ``category`` when kernel names differ (e.g. an NVIDIA run against
+        an AMD run).
 
         Examples
         --------
@@ -643,7 +735,7 @@ class Warehouse:
 
         return _hist.diff(self, a, b, level=level, tolerance=tolerance)
 
-    def compare(self, a: str, b: str) -> pl.DataFrame:
+    def compare(self, a: RunSelector, b: RunSelector) -> pl.DataFrame:
         """Run-level metrics of runs ``a`` and ``b`` side by side (``run_compare``).
 
         Step time, GPU op, busy and idle time per step, idle breakdown per step, GPU busy
@@ -752,7 +844,7 @@ class Warehouse:
 
     def check(
         self,
-        run: str = "latest",
+        run: RunSelector = "latest",
         *,
         baseline: int | None = None,
         threshold: float = 0.10,
@@ -812,3 +904,15 @@ def _macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any
         raise UsageError(f"not a macro name: {name!r}")
     named = "".join(f", {k} := ${k}" for k in params)
     return f"SELECT * FROM {name}($first{named})", dict(params)
+
+
+def _label_values(con: duckdb.DuckDBPyConnection, key: str) -> list[str]:
+    """The distinct values of label or run field ``key`` in ``runs`` on ``con``, sorted."""
+    field = f"CAST({key} AS VARCHAR)" if key in RUN_FIELDS else "NULL"
+    got = fetch_rows(
+        con,
+        f"SELECT DISTINCT coalesce({field}, json_extract_string(labels_json, $p)) AS v "
+        "FROM runs WHERE v IS NOT NULL ORDER BY v",
+        {"p": '$."' + key.replace('"', '\\"') + '"'},
+    )
+    return [str(r[0]) for r in got.rows]

@@ -34,7 +34,7 @@ from tracewh.analysis.changepoint import DEFAULT_ALPHA, ChangePoint, detect
 from tracewh.analysis.changes import MEMORY_FLOOR_BYTES, TIME_METRICS, ZERO_FILLED, metric_unit
 from tracewh.analysis.workload import DEFAULT_KEYS
 from tracewh.errors import UsageError
-from tracewh.runsel import Source
+from tracewh.runsel import RunSelector, Source
 
 _KIND = {"step": "step", "idle": "idle", "category": "category", "kernel": "kernel",
          "module": "module", "memory": "memory"}  # fmt: skip
@@ -215,7 +215,7 @@ def verdict(
 
 def check(
     src: Source,
-    run: str = "latest",
+    run: RunSelector = "latest",
     *,
     baseline: int | None = None,
     threshold: float = 0.10,

@@ -19,10 +19,11 @@ from collections.abc import Mapping
 import polars as pl
 
 from tracewh.errors import UsageError
-from tracewh.runsel import Source, where_clause
+from tracewh.macros import DIFF_LEVELS
+from tracewh.runsel import RunSelector, Source, where_clause
 
-#: Grouping levels of a diff.
-LEVELS = ("kernel", "short_name", "category")
+#: Grouping levels of a diff (``op``: CPU operator and input shapes, across hardware).
+LEVELS = DIFF_LEVELS
 
 _SINCE_RE = re.compile(r"^\s*(\d+)\s*([dw])\s*$", re.IGNORECASE)
 _PCT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
@@ -99,7 +100,7 @@ def _check_level(level: str) -> None:
 
 
 def diff(
-    wh: Source, a: str, b: str, *, level: str = "kernel", tolerance: float = 0.05
+    wh: Source, a: RunSelector, b: RunSelector, *, level: str = "kernel", tolerance: float = 0.05
 ) -> pl.DataFrame:
     """Per-group comparison of runs ``a`` and ``b`` (``run_diff``), by absolute impact.
 
@@ -116,7 +117,7 @@ def diff(
     )
 
 
-def compare(wh: Source, a: str, b: str) -> pl.DataFrame:
+def compare(wh: Source, a: RunSelector, b: RunSelector) -> pl.DataFrame:
     """Run-level metrics of runs ``a`` and ``b`` side by side (``run_compare``)."""
     ra, rb = wh.resolve_run(a), wh.resolve_run(b)
     return wh.sql(

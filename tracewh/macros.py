@@ -15,9 +15,13 @@ from typing import Any
 from tracewh.errors import UsageError
 
 __all__ = [
-    "MacroCall", "breakdown", "gaps", "idle_breakdown", "kernels", "largest_gaps", "launches",
+    "DIFF_LEVELS", "MacroCall", "breakdown", "gaps", "idle_breakdown", "kernels", "largest_gaps", "launches",
     "memcpy", "ops", "queue_depth", "steps",
 ]
+
+
+#: Grouping levels of a diff (``op``: CPU operator and input shapes, across hardware).
+DIFF_LEVELS = ("kernel", "short_name", "category", "op")
 
 
 @dataclass(frozen=True)

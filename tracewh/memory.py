@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # Polars is imported where a frame is filtered (not by `impor
     import polars as pl
 
     from tracewh.api import Warehouse
+    from tracewh.runsel import RunSelector
 
 #: ``tracewh memory --view`` choices and the macro each one reads.
 VIEWS: dict[str, str] = {
@@ -89,7 +90,7 @@ def parse_device(text: str | None) -> DeviceFilter | None:
 
 def memory(
     wh: Warehouse,
-    run: str = "latest",
+    run: RunSelector = "latest",
     *,
     view: str = "summary",
     device: str | None = None,
@@ -176,7 +177,7 @@ def memory(
 
 
 def _macro(
-    wh: Warehouse, name: str, run: str, params: dict[str, int | str], *, memory_limit: int
+    wh: Warehouse, name: str, run: RunSelector, params: dict[str, int | str], *, memory_limit: int
 ) -> pl.DataFrame:
     """``SELECT * FROM name(run_id, ...)`` over the run's partition, under ``memory_limit``."""
     ref = wh.resolve_run(run)

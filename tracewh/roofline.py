@@ -28,6 +28,7 @@ from tracewh.history import parse_since
 
 if TYPE_CHECKING:
     from tracewh.api import Warehouse
+    from tracewh.runsel import RunSelector
 
 #: Roof labels a per-dtype ``peak_tflops`` override may name (see ``op_work.roof``).
 ROOFS: tuple[str, ...] = ("vector", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -124,7 +125,7 @@ def _sql_peaks(
 
 def roofline(
     wh: Warehouse,
-    run: str = "latest",
+    run: RunSelector = "latest",
     *,
     op: str | None = None,
     top: int | None = None,

@@ -20,7 +20,7 @@ from tracewh.cli import (
     roofline_cmd,
     synth_cmd,
 )
-from tracewh.cli.common import app
+from tracewh.cli.common import app, apply_metavars
 
 __all__ = [
     "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "history_cmds",
@@ -40,3 +40,7 @@ def version() -> None:
     Example: tracewh version
     """
     typer.echo(__version__)
+
+
+# last: every command is registered by now (help shows PATH, N, TEXT, never Python types)
+apply_metavars(app)

@@ -1,7 +1,13 @@
-"""Single-run analysis commands and `tracewh sql`."""
+"""Single-run analysis commands and `tracewh sql`.
+
+Every command takes ``--run SEL`` (repeatable), ``--top N``, ``--format`` and ``--out`` (see
+:mod:`tracewh.cli.common`) and prints through :func:`tracewh.cli.output.show`, whose title
+names the run. An empty result says why (what was filtered, which values exist).
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,39 +15,27 @@ import typer
 
 from tracewh import macros
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
-from tracewh.cli.output import emit, render_rows, write_out
+from tracewh.cli.common import (
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    out_option,
+    run_option,
+    selector,
+    top_option,
+    warehouse_option,
+)
+from tracewh.cli.output import show
 from tracewh.errors import UsageError
+from tracewh.runsel import RunRef
 
 if TYPE_CHECKING:  # a terminal table needs no Polars: only CSV/JSON output and --out load it
     import polars as pl
 
-_OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
-_THRESHOLD_HELP = "Kernel-wait threshold in microseconds (gaps shorter than this are launch overhead)."
+    from tracewh.db import Rows
 
-
-def _finish(df: pl.DataFrame, fmt: str, out: Path | None, *, title: str, top: int | None = None) -> None:
-    if top is not None:
-        if top < 0:
-            raise UsageError("--top must be positive")
-        df = df.head(top)
-    if out is not None:
-        write_out(df, out)
-    emit(df, fmt, title=title)
-
-
-def _show(
-    warehouse: str, call: macros.MacroCall, run: str, fmt: str, out: Path | None, *,
-    title: str, top: int | None = None,
-) -> None:
-    """Run one analysis macro for a run and print it (a table from plain rows: no Polars)."""
-    if top is not None and top < 0:
-        raise UsageError("--top must be positive")
-    wh = Warehouse(warehouse)
-    if fmt == "table" and out is None:
-        render_rows(wh.macro_rows(call.name, run, **call.params), title=title, top=top)
-        return
-    _finish(wh.macro(call.name, run, **call.params), fmt, out, title=title, top=top)
+_THRESHOLD_HELP = "Kernel-wait threshold in µs: shorter gaps count as launch overhead."
 
 
 def _threshold_ns(threshold_us: float) -> int:
@@ -50,34 +44,96 @@ def _threshold_ns(threshold_us: float) -> int:
     return round(threshold_us * 1000)
 
 
-@app.command()
-def sql(
-    query: str = typer.Argument(..., help="A DuckDB SQL query over the warehouse views."),
+def _threshold_option() -> float:
+    return typer.Option(30.0, "--threshold-us", metavar="US", help=_THRESHOLD_HELP)  # type: ignore[no-any-return]
+
+
+def _run(
+    warehouse: str, call: macros.MacroCall, run: list[str] | None, fmt: str, out: Path | None
+) -> tuple[Warehouse, RunRef, pl.DataFrame | Rows]:
+    """The warehouse, the run resolved and its analysis, in one connection.
+
+    A terminal table is printed from plain rows (no Polars); CSV, JSON and ``--out`` get a
+    frame.
+    """
+    check_format(fmt)
+    wh = Warehouse(warehouse)
+    ref, data = wh.run_macro(call.name, selector(run), rows=fmt == "table" and out is None,
+                             **call.params)
+    return wh, ref, data
+
+
+def _empty(data: pl.DataFrame | Rows) -> bool:
+    return (data.height if hasattr(data, "height") else len(data.rows)) == 0
+
+
+def _why_no_gpu_ops(wh: Warehouse, ref: RunRef, what: str) -> str:
+    row = wh.run_row(ref)
+    n = row.get("n_gpu_ops") or 0
+    if not n:
+        return f"no {what}: run {ref.short_id} has no GPU ops (a {row.get('backend') or 'CPU'}-only trace?)"
+    return f"no {what} in run {ref.short_id} ({n} GPU ops)"
+
+
+def _values_text(values: list[tuple[object, int]]) -> str:
+    return ", ".join(f"{v!s} ({n})" for v, n in values)
+
+
+@app.command(name="sql")
+def sql_cmd(
+    query: str = typer.Argument(..., metavar="QUERY", help="A DuckDB SQL query over the warehouse views."),
     warehouse: str = warehouse_option(),
+    top: int | None = top_option(None),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Run a SQL query over the warehouse tables and views.
+
+    Per-run macros take a run_id; resolve a selector with run('…'):
+    SELECT * FROM stream_gaps(run('959efc7b')).
 
     Example: tracewh sql "SELECT name, count(*) FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
     """
     with handle_errors():
-        if fmt == "table" and out is None:
-            render_rows(Warehouse(warehouse).query(query), title="sql")
-        else:
-            _finish(Warehouse(warehouse).sql(query), fmt, out, title="sql")
+        check_format(fmt)
+        wh = Warehouse(warehouse)
+        df = wh.query(query) if fmt == "table" and out is None else wh.sql(query)
+        show(df, fmt, title="sql", top=top, out=out, empty=_sql_hint(query) if _empty(df) else None)
+
+
+_MACRO_CALL = re.compile(r"\b(\w+)\s*\(\s*'([^']*)'")
+
+
+def _sql_hint(query: str) -> str | None:
+    """Why a query calling a per-run macro with a selector (not a run_id) found nothing."""
+    for name, literal in _MACRO_CALL.findall(query):
+        if name.lower() in ("run", "run_matches") or re.fullmatch(r"[0-9a-f]{16}", literal):
+            continue
+        if _per_run_macro(name):
+            return (
+                f"{name}('{literal}'): per-run macros take a full run_id; resolve a selector "
+                f"(prefix, KEY=VALUE, latest) with run(): {name}(run('{literal}'))"
+            )
+    return None
+
+
+def _per_run_macro(name: str) -> bool:
+    from tracewh.sqlfiles import sql_files
+
+    pattern = re.compile(rf"MACRO\s+{re.escape(name)}\s*\(\s*run\b", re.IGNORECASE)
+    return any(pattern.search(p.read_text(encoding="utf-8")) for p in sql_files())
 
 
 @app.command()
 def kernels(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    cat: str | None = typer.Option(None, "--cat", help="Comma-separated trace categories (default: all GPU ops), e.g. kernel,gpu_memcpy."),
-    group_by: str = typer.Option("name", "--group-by", help="name, short_name or category."),
-    by: str = typer.Option("total", "--by", help="Sort by total, mean, max or calls."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N first rows."),
+    run: list[str] | None = run_option(),
+    cat: str | None = typer.Option(None, "--cat", metavar="CAT,...", help="Comma-separated trace categories (exact, case-sensitive; default: all GPU ops), e.g. kernel,gpu_memcpy."),
+    group_by: str = typer.Option("name", "--group-by", metavar="name|short_name|category", help="Group GPU ops by name, short_name or category."),
+    by: str = typer.Option("total", "--by", metavar="total|mean|max|calls", help="Rank by total, mean or max time, or by calls."),
+    top: int | None = top_option(20),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Rank GPU kernels (and copies) of a run by time.
 
@@ -86,18 +142,28 @@ def kernels(
     with handle_errors():
         cats = [c.strip() for c in cat.split(",") if c.strip()] if cat else None
         call = macros.kernels(cats=cats, group_by=group_by, by=by)
-        _show(warehouse, call, run, fmt, out, title=f"kernels by {by}", top=top)
+        wh, ref, df = _run(warehouse, call, run, fmt, out)
+        empty = None
+        if _empty(df):
+            if cats:
+                present = wh.values(ref, "cat")
+                empty = (f"no GPU op of run {ref.short_id} has cat {', '.join(map(repr, cats))} "
+                         f"(exact, case-sensitive); its GPU ops' cats: {_values_text(present) or 'none'}")
+            else:
+                empty = _why_no_gpu_ops(wh, ref, "GPU ops with a duration")
+        show(df, fmt, title=f"kernels by {by}", run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def gaps(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    largest: int | None = typer.Option(None, "--largest", help="List the N largest gaps with the ops on either side."),
+    run: list[str] | None = run_option(),
+    largest: int | None = typer.Option(None, "--largest", metavar="N", help="List the N largest gaps with the ops on either side."),
     breakdown: bool = typer.Option(False, "--breakdown", help="Idle breakdown per stream and per device."),
-    threshold_us: float = typer.Option(30.0, "--threshold-us", help=_THRESHOLD_HELP),
+    threshold_us: float = _threshold_option(),
+    top: int | None = top_option(None),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """GPU idle gaps per (device, stream), classified as host wait, kernel wait or other.
 
@@ -106,6 +172,8 @@ def gaps(
     with handle_errors():
         threshold = _threshold_ns(threshold_us)
         if largest is not None:
+            if largest < 1:
+                raise UsageError("--largest must be at least 1")
             call = macros.largest_gaps(n=largest, threshold_ns=threshold)
             title = f"{largest} largest gaps"
         elif breakdown:
@@ -114,48 +182,56 @@ def gaps(
         else:
             call = macros.gaps(threshold_ns=threshold)
             title = "stream gaps"
-        _show(warehouse, call, run, fmt, out, title=title)
+        wh, ref, df = _run(warehouse, call, run, fmt, out)
+        empty = _why_no_gpu_ops(wh, ref, "gaps between GPU ops") if _empty(df) else None
+        show(df, fmt, title=title, run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def launches(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    by: str = typer.Option("kernel", "--by", help="kernel (per kernel name), step, op (one row per GPU op) or linkage."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N first rows."),
+    run: list[str] | None = run_option(),
+    by: str = typer.Option("kernel", "--by", metavar="kernel|step|op|linkage", help="kernel (per kernel name), step, op (one row per GPU op) or linkage."),
+    top: int | None = top_option(20),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Launch latency: runtime-call time, queueing before the GPU start, unlinked ops.
 
     Example: tracewh launches --by step
     """
     with handle_errors():
-        _show(warehouse, macros.launches(by=by), run, fmt, out, title=f"launch latency by {by}", top=top)
+        wh, ref, df = _run(warehouse, macros.launches(by=by), run, fmt, out)
+        empty = _why_no_gpu_ops(wh, ref, "GPU op linked to a launch call") if _empty(df) else None
+        show(df, fmt, title=f"launch latency by {by}", run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def queue(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
+    run: list[str] | None = run_option(),
+    top: int | None = top_option(None),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Launch-queue depth per stream: time-weighted mean, max, time at >= 1024 outstanding.
 
     Example: tracewh queue --run latest
     """
     with handle_errors():
-        _show(warehouse, macros.queue_depth(), run, fmt, out, title="queue depth")
+        wh, ref, df = _run(warehouse, macros.queue_depth(), run, fmt, out)
+        empty = _why_no_gpu_ops(wh, ref, "GPU op linked to a launch call") if _empty(df) else None
+        show(df, fmt, title="queue depth", run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def steps(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    threshold_us: float = typer.Option(30.0, "--threshold-us", help=_THRESHOLD_HELP),
+    run: list[str] | None = run_option(),
+    threshold_us: float = _threshold_option(),
+    top: int | None = top_option(None),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Per ProfilerStep: wall time, GPU busy and idle, top kernel, CPU- or GPU-bound.
 
@@ -163,75 +239,97 @@ def steps(
     """
     with handle_errors():
         call = macros.steps(threshold_ns=_threshold_ns(threshold_us))
-        _show(warehouse, call, run, fmt, out, title="steps")
+        _, ref, df = _run(warehouse, call, run, fmt, out)
+        empty = (f"run {ref.short_id} has no ProfilerStep#N spans (record steps with "
+                 "torch.profiler's schedule and prof.step())") if _empty(df) else None
+        show(df, fmt, title="steps", run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def ops(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
+    run: list[str] | None = run_option(),
     cpu: bool = typer.Option(False, "--cpu", help="CPU-side operator time (self and total) instead of GPU time."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N first rows."),
+    top: int | None = top_option(20),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """GPU time per CPU operator and input shapes (kernel -> operator attribution).
 
     Example: tracewh ops --top 15
     """
     with handle_errors():
-        title = "CPU op time" if cpu else "GPU time by operator"
-        _show(warehouse, macros.ops(cpu=cpu), run, fmt, out, title=title, top=top)
+        wh, ref, df = _run(warehouse, macros.ops(cpu=cpu), run, fmt, out)
+        empty = None
+        if _empty(df):
+            empty = (f"run {ref.short_id} has no cpu_op events" if cpu
+                     else _why_no_gpu_ops(wh, ref, "GPU ops"))
+        show(df, fmt, title="CPU op time" if cpu else "GPU time by operator", run=ref, top=top,
+             out=out, empty=empty)
 
 
 @app.command()
 def memcpy(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
+    run: list[str] | None = run_option(),
+    top: int | None = top_option(None),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Memory copies per kind (HtoD, DtoH, DtoD, PtoP): count, bytes, time, GB/s.
 
     Example: tracewh memcpy
     """
     with handle_errors():
-        _show(warehouse, macros.memcpy(), run, fmt, out, title="memory copies")
+        wh, ref, df = _run(warehouse, macros.memcpy(), run, fmt, out)
+        empty = _why_no_gpu_ops(wh, ref, "memory copies") if _empty(df) else None
+        show(df, fmt, title="memory copies", run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def breakdown(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
+    run: list[str] | None = run_option(),
+    top: int | None = top_option(None),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """GPU time per device: computation, communication (overlapped/exposed), memcpy, idle.
 
     Example: tracewh breakdown
     """
     with handle_errors():
-        _show(warehouse, macros.breakdown(), run, fmt, out, title="GPU time breakdown")
+        wh, ref, df = _run(warehouse, macros.breakdown(), run, fmt, out)
+        empty = _why_no_gpu_ops(wh, ref, "GPU ops with a duration") if _empty(df) else None
+        show(df, fmt, title="GPU time breakdown", run=ref, top=top, out=out, empty=empty)
 
 
 @app.command()
 def ranks(
     warehouse: str = warehouse_option(),
-    job: str | None = typer.Option(None, "--job", help="Job name, or a run selector whose job to use (default: the latest run's job)."),
-    view: str = typer.Option("imbalance", "--view", help="imbalance (per kernel), kernels (per rank) or stragglers (per step)."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N first rows."),
+    run: list[str] | None = run_option("Compare the ranks of this run's job instance (default: the latest run): a run_id prefix, KEY=VALUE, latest."),
+    job: str | None = typer.Option(None, "--job", metavar="JOB", help="A job name (runs.job) instead of --run: its latest instance."),
+    view: str = typer.Option("imbalance", "--view", metavar="imbalance|kernels|stragglers", help="imbalance (per kernel), kernels (per rank) or stragglers (per step)."),
+    top: int | None = top_option(20),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """The same kernels across the ranks of one job instance: imbalance and stragglers.
 
     The instance is the distinct ranks of one workload in the job (unrelated traces that
     share the folder are other workloads, never ranks).
 
-    Example: tracewh ranks --view stragglers
+    Example: tracewh ranks --run model=dit --view stragglers
     """
     with handle_errors():
+        check_format(fmt)
+        if job is not None and run:
+            raise UsageError("give --run or --job, not both")
         wh = Warehouse(warehouse)
-        ids = wh.rank_runs(job)
-        df = wh.ranks(job, view=view)
-        _finish(df, fmt, out, title=f"ranks: {view} ({len(ids)} rank(s) of one job instance)", top=top)
+        ref = None if job is not None else wh.resolve_run(selector(run))
+        ids = wh.rank_runs(job, run=ref)
+        df = wh.ranks(job, view=view) if job is not None else wh.ranks(view=view, run=ref)
+        what = f"job {job!r}" if job is not None else "the job instance of this run"
+        notes = [f"{what}: {len(ids)} rank(s) of one job instance"]
+        empty = f"no GPU ops in the runs of {what}" if df.is_empty() else None
+        show(df, fmt, title=f"ranks: {view}", run=ref, top=top, out=out, notes=notes, empty=empty)

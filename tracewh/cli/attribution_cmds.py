@@ -8,13 +8,22 @@ from typing import TYPE_CHECKING
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
-from tracewh.cli.output import emit, write_out
+from tracewh.cli.common import (
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    out_option,
+    run_option,
+    selector,
+    top_option,
+    warehouse_option,
+)
+from tracewh.cli.output import show, write_out
+from tracewh.runsel import RunRef
 
-if TYPE_CHECKING:  # Polars is imported by the commands that draw a tree, not by every command
+if TYPE_CHECKING:
     import polars as pl
-
-_OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
 
 
 def tree_view(df: pl.DataFrame, *, column: str, none_label: str) -> pl.DataFrame:
@@ -36,20 +45,22 @@ def tree_view(df: pl.DataFrame, *, column: str, none_label: str) -> pl.DataFrame
 
 
 def _emit_tree(df: pl.DataFrame, fmt: str, out: Path | None, *, title: str, column: str,
-               none_label: str) -> None:
+               none_label: str, run: RunRef, empty: str | None = None) -> None:
+    """Show a tree (indented in tables); ``--out`` gets the full paths."""
     if out is not None:
         write_out(df, out)
-    emit(tree_view(df, column=column, none_label=none_label) if fmt == "table" else df, fmt, title=title)
+    shown = tree_view(df, column=column, none_label=none_label) if fmt == "table" else df
+    show(shown, fmt, title=title, run=run, empty=empty)
 
 
 @app.command()
 def modules(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    depth: int | None = typer.Option(None, "--depth", help="Cut module paths after N names (default: full paths)."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N heaviest nodes of the tree (with their ancestors)."),
+    run: list[str] | None = run_option(),
+    depth: int | None = typer.Option(None, "--depth", metavar="N", help="Cut module paths after N names (default: full paths)."),
+    top: int | None = top_option(20, "Show the N heaviest nodes of the tree (with their ancestors; 0: all)."),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """GPU time per nn.Module: the module tree, each node with its calls, kernels and GPU time.
 
@@ -60,6 +71,10 @@ def modules(
     Example: tracewh modules --depth 3 --top 30
     """
     with handle_errors():
-        df = Warehouse(warehouse).modules(run, depth=depth, top=top)
+        check_format(fmt)
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(selector(run))
+        df = wh.modules(ref, depth=depth, top=top or None)
         _emit_tree(df, fmt, out, title="GPU time by module", column="module_path",
-                   none_label="(no module)")
+                   none_label="(no module)", run=ref,
+                   empty=f"run {ref.short_id} has no GPU ops with a duration")

@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, handle_errors, warehouse_option
+from tracewh.cli.common import (
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    out_option,
+    parse_pairs,
+    run_option,
+    top_option,
+    warehouse_option,
+    where_option,
+)
 from tracewh.cli.history_cmds import _parse_threshold as parse_threshold
-from tracewh.cli.history_cmds import _where, bytes_text
-from tracewh.errors import UsageError
+from tracewh.cli.history_cmds import bytes_text
+from tracewh.cli.layout import fit_names
+from tracewh.cli.output import note, run_title, selection_note, show, terminal_width, write_out
 
 if TYPE_CHECKING:  # the change-point modules (Polars, numpy) load when the command runs
     from tracewh.alerts import ChangesReport
 
 
-def _short(r: dict[str, object], width: int = 60) -> str:
-    """A change's metric for people: short name and kernel key for kernels."""
+def _short(r: dict[str, object], fitted: dict[str, str] | None = None) -> str:
+    """A change's metric for people: short name and kernel key (elided in the middle) for kernels."""
     metric, key = str(r["metric"]), str(r["key"])
     if metric == "step":
         return "step time"
@@ -28,7 +41,7 @@ def _short(r: dict[str, object], width: int = 60) -> str:
         return f"{key.removeprefix('peak_allocated_').upper()} peak allocated per step"
     if metric == "kernel":
         short = str(r["short_name"] or key)
-        k = key if len(key) <= width else key[: width - 1] + "…"
+        k = (fitted or {}).get(key, key)
         return f"kernel {short} [{k}]" if k != short else f"kernel {short}"
     return f"{metric} {key}"
 
@@ -39,9 +52,16 @@ def _value(r: dict[str, object], v: float) -> str:
     return f"{v:.3f}" if r["metric"] == "idle" else f"{v:.3f} ms"
 
 
-def report_text(report: ChangesReport) -> str:
-    """The changes, one block per alert group, largest contributors first."""
-    rows = report.to_dicts()
+def report_text(report: ChangesReport, *, rows: list[dict[str, Any]] | None = None,
+                width: int | None = None) -> str:
+    """The changes, one block per alert group, largest contributors first.
+
+    Kernel keys are elided in the middle to fit ``width`` (the terminal's), keeping what
+    tells them apart.
+    """
+    rows = report.to_dicts() if rows is None else rows
+    keys = [str(r["key"]) for r in rows if r["metric"] == "kernel"]
+    fitted = dict(zip(keys, fit_names(keys, max(40, (width or terminal_width()) - 110)), strict=True))
     p = report.params
     since = f"since {p['since']}" if p["since"] else "all history"
     lines = [
@@ -67,7 +87,7 @@ def report_text(report: ChangesReport) -> str:
         prov = ", provisional" if r["provisional"] else ""
         rank = f"rank {r['rank']}: " if r["rank"] is not None else ""
         lines.append(
-            f"  {rank}{_short(r)}: {_value(r, float(r['before']))} -> "
+            f"  {rank}{_short(r, fitted)}: {_value(r, float(r['before']))} -> "
             f"{_value(r, float(r['after']))} ({pct}; p={r['p_value']:.1g}, noise "
             f"{r['noise_pct']:.1f}%; {r['runs_before']} run(s) before, {r['runs_after']} after{prov})"
         )
@@ -79,33 +99,58 @@ def report_text(report: ChangesReport) -> str:
 @app.command()
 def changes(
     warehouse: str = warehouse_option(),
-    since: str = typer.Option("90d", "--since", help="90d, 12w (before today, UTC), YYYY-MM-DD, or 'all'."),
-    kernel: str | None = typer.Option(None, "--kernel", "-k", help="Only GPU ops matching this pattern (glob with * ? [, else substring)."),
-    category: str | None = typer.Option(None, "--category", "-c", help="Only GPU ops of this category."),
-    module: str | None = typer.Option(None, "--module", "-m", help="Only GPU ops under this module path (Root/child/...)."),
-    where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE on a label or run field (repeatable)."),
-    alpha: float = typer.Option(0.01, "--alpha", help="Significance of a change (per split, after the correction for the search)."),
-    min_change: str = typer.Option("0%", "--min-change", help="Smallest relative change reported, e.g. 2%."),
-    min_ms: float = typer.Option(0.1, "--min-ms", help="Analyse kernels, categories and modules reaching this many ms per step."),
+    run: list[str] | None = run_option("Only the series of this run: its workload and rank (a selector: run_id prefix, KEY=VALUE, latest)."),
+    since: str = typer.Option("90d", "--since", metavar="WHEN", help="90d, 12w (before today, UTC), YYYY-MM-DD, or 'all'."),
+    kernel: str | None = typer.Option(None, "--kernel", "-k", metavar="PATTERN", help="Only GPU ops matching this pattern (glob with * ? [, else substring)."),
+    category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="Only GPU ops of this category."),
+    module: str | None = typer.Option(None, "--module", "-m", metavar="PATH", help="Only GPU ops under this module path (Root/child/...)."),
+    where: list[str] | None = where_option(),
+    alpha: float = typer.Option(0.01, "--alpha", metavar="P", help="Significance of a change (per split, after the correction for the search)."),
+    min_change: str = typer.Option("0%", "--min-change", metavar="PCT", help="Smallest relative change reported, e.g. 2%."),
+    min_ms: float = typer.Option(0.1, "--min-ms", metavar="MS", help="Analyse kernels, categories and modules reaching MS ms per step."),
     include_unusable: bool = typer.Option(False, "--include-unusable", help="Keep runs flagged unusable for comparison (capture-only, truncated, far-out timestamps, duplicated events)."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text or json (one object per change)."),
+    top: int | None = top_option(None, "Show the first N changes (largest groups and contributors first; 0: all)."),
+    fmt: str = format_option("text", ("text", "table", "csv", "json")),
+    out: Path | None = out_option("Also write the changes shown to PATH (.csv, .json or .parquet; one row per change, times in ms per step as --format json)."),
 ) -> None:
     """Find where each series changed over its whole history, grouped into alerts.
 
     Example: tracewh changes --since 90d --category gemm --where model=dit-xl-2 --format json
     """
+    import polars as pl
+
     with handle_errors():
-        if fmt not in ("text", "json"):
-            raise UsageError(f"--format must be text or json, not {fmt!r}")
+        check_format(fmt, ("text", "table", "csv", "json"))
         mc = 0.0 if min_change.strip() in ("0", "0%") else parse_threshold(min_change)
-        report = Warehouse(warehouse).changes(
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(run) if run else None
+        report = wh.changes(
             since=None if since.strip().lower() == "all" else since, kernel=kernel,
-            category=category, module=module, where=_where(where), alpha=alpha,
+            category=category, module=module, where=parse_pairs(where), alpha=alpha,
             min_change=mc, min_ms=min_ms, include_unusable=include_unusable,
         )  # fmt: skip
+        rows = report.to_dicts()
+        if ref is not None:
+            own = wh.runs(where={"run_id": ref.run_id})
+            workload = own["workload"][0] if own.height and "workload" in own.columns else None
+            rows = [r for r in rows if r["workload"] == workload and r["rank"] == ref.rank]
+            if selection_note(ref):
+                note(selection_note(ref) or "")
+        if top:
+            rows = rows[:top]
+        frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+        if out is not None:
+            write_out(frame, out)
+    if fmt in ("table", "csv"):
+        with handle_errors():
+            show(frame, fmt, title="changes (before/after in ms per step; idle: fraction)",
+                 run=ref, absolute=True, empty="no change found")
+        return
     if fmt == "json":
-        typer.echo(json.dumps(report.to_dicts(), indent=2, default=str))
+        typer.echo(json.dumps(rows, indent=2, default=str))
         if not report.excluded.is_empty():
             typer.echo(f"note: {report.excluded.height} run(s) unusable for comparison left out", err=True)
     else:
-        typer.echo(report_text(report), nl=False)
+        if ref is not None:
+            typer.echo(f"series of {run_title(ref)}")
+        typer.echo(report_text(report, rows=rows), nl=False)

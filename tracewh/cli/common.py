@@ -1,20 +1,61 @@
-"""The Typer app, shared options and the error -> exit code mapping.
+"""The Typer app, the options every command shares, and the error -> exit code mapping.
 
 Exit codes: 0 success; 1 a file failed to ingest, a check found a regression
 or verify found a problem; 2 a usage error, an unknown run, an empty or missing
 warehouse, or a failed query.
+
+Commands declare their options with the helpers below, so that every command spells them the
+same way, with the same help and the same metavars (``PATH``, ``SEL``, ``N``, ``K=V``):
+
+    @app.command()
+    def kernels(
+        warehouse: str = warehouse_option(),
+        run: list[str] | None = run_option(),
+        top: int | None = top_option(20),
+        fmt: str = format_option(),
+        out: Path | None = out_option(),
+    ) -> None:
+        with handle_errors():
+            wh = Warehouse(warehouse)
+            ref = wh.resolve_run(selector(run))
+            show(wh.kernels(ref), fmt, title="kernels by total", run=ref, top=top, out=out)
+
+:func:`apply_metavars` (called once all commands are registered) gives any option still
+without a metavar one from its type (``N``, ``NUM``, ``PATH``, ``TEXT``): help never shows
+Python types.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import types
+import typing
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup
+from typer.models import ArgumentInfo, OptionInfo
 
-from tracewh.errors import TracewhError
+from tracewh.errors import TracewhError, UsageError
+
+
+class _Group(TyperGroup):
+    """The command group: an argument with a metavar shows it alone, not its Python type."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        for param in getattr(command, "params", ()):
+            if isinstance(param, TyperArgument) and param.metavar:
+                # Typer appends "<list[Path]>" to an argument's help name; PATH says it
+                setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
+        return command
+
 
 app = typer.Typer(
+    cls=_Group,
     name="tracewh",
     help="A columnar trace warehouse for GPU profiler (Kineto / torch.profiler) traces.",
     no_args_is_help=True,
@@ -23,31 +64,128 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-WAREHOUSE_HELP = "Warehouse directory (env TRACEWH_WAREHOUSE)."
+WAREHOUSE_HELP = "Warehouse directory or s3://... URL (env TRACEWH_WAREHOUSE)."
+RUN_HELP = (
+    "Run selector: latest (the default: the newest trace of the latest ingest), a run_id "
+    "prefix, or KEY=VALUE on a label or run field (rank, day, device_name, job, ...). "
+    "Terms combine: model=x,rank=0, or --run repeated (a run must match all)."
+)
+OUT_HELP = "Also write the rows shown to PATH (.csv, .json or .parquet)."
+TOP_HELP = "Show the first N rows (0: all)."
 
 
-def warehouse_option() -> str:
-    """The ``-w/--warehouse`` option (default ./warehouse, env TRACEWH_WAREHOUSE)."""
-    return typer.Option(  # type: ignore[no-any-return]
-        "./warehouse", "-w", "--warehouse", envvar="TRACEWH_WAREHOUSE", help=WAREHOUSE_HELP
+def warehouse_option() -> Any:
+    """``-w/--warehouse PATH`` (default ./warehouse, env TRACEWH_WAREHOUSE)."""
+    return typer.Option(
+        "./warehouse", "-w", "--warehouse", envvar="TRACEWH_WAREHOUSE", metavar="PATH",
+        help=WAREHOUSE_HELP,
     )
 
 
-def run_option() -> str:
-    """The ``--run SELECTOR`` option."""
-    return typer.Option(  # type: ignore[no-any-return]
-        "latest",
-        "--run",
-        "-r",
-        help="Run: a run_id prefix, 'latest', or KEY=VALUE matching a label or run field.",
+def run_option(help: str = RUN_HELP) -> Any:
+    """``-r/--run SEL`` (repeatable; declare it ``run: list[str] | None``)."""
+    return typer.Option(None, "--run", "-r", metavar="SEL", help=help, show_default=False)
+
+
+def selector(*parts: list[str] | str | None) -> list[str]:
+    """The selector terms of positional and ``--run`` values together (``latest`` when none)."""
+    terms: list[str] = []
+    for part in parts:
+        if part is None:
+            continue
+        terms += [part] if isinstance(part, str) else list(part)
+    return terms or ["latest"]
+
+
+def top_option(default: int | None = 20, help: str = TOP_HELP) -> Any:
+    """``-n/--top N`` (``0``: all rows)."""
+    return typer.Option(default, "--top", "-n", metavar="N", help=help)
+
+
+def format_option(default: str = "table", choices: tuple[str, ...] = ("table", "csv", "json")) -> Any:
+    """``-f/--format table|csv|json`` (or the given choices)."""
+    return typer.Option(
+        default, "--format", "-f", metavar="|".join(choices),
+        help=f"Output format: {', '.join(choices[:-1])} or {choices[-1]}.",
     )
 
 
-def format_option(default: str = "table") -> str:
-    """The ``--format table|csv|json`` option."""
-    return typer.Option(  # type: ignore[no-any-return]
-        default, "--format", "-f", help="Output format: table, csv or json."
-    )
+def out_option(help: str = OUT_HELP) -> Any:
+    """``-o/--out PATH``."""
+    return typer.Option(None, "--out", "-o", metavar="PATH", help=help)
+
+
+def where_option(help: str = "KEY=VALUE on a label or run field (repeatable; all must match).") -> Any:
+    """``--where K=V`` (repeatable)."""
+    return typer.Option(None, "--where", metavar="K=V", help=help)
+
+
+def check_format(fmt: str, choices: tuple[str, ...] = ("table", "csv", "json")) -> None:
+    """:class:`UsageError` unless ``fmt`` is one of ``choices``."""
+    if fmt not in choices:
+        raise UsageError(f"--format must be one of {', '.join(choices)}, not {fmt!r}")
+
+
+def check_top(top: int | None) -> None:
+    """:class:`UsageError` for a negative ``--top``."""
+    if top is not None and top < 0:
+        raise UsageError("--top must be at least 0 (0: all rows)")
+
+
+def parse_pairs(values: list[str] | None, option: str = "--where") -> dict[str, str]:
+    """``KEY=VALUE`` strings to a dict; :class:`UsageError` on a malformed one."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{option} must be KEY=VALUE, not {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _metavar_for(annotation: Any) -> str | None:
+    """A metavar people know for a parameter's type (``None`` for flags)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    base = annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        base = args[0] if len(args) == 1 else annotation
+    if typing.get_origin(base) in (list, tuple):
+        inner = typing.get_args(base)
+        base = inner[0] if inner else str
+    if base is bool:
+        return None
+    if base is int:
+        return "N"
+    if base is float:
+        return "NUM"
+    if base is Path or (isinstance(base, type) and issubclass(base, Path)):
+        return "PATH"
+    return "TEXT"
+
+
+def apply_metavars(target: typer.Typer) -> None:
+    """Give every option and argument of ``target``'s commands without one a metavar."""
+    for info in target.registered_commands:
+        callback = info.callback
+        if callback is None:
+            continue
+        try:
+            hints = typing.get_type_hints(callback)
+        except Exception:
+            hints = {}
+        for name, param in inspect.signature(callback).parameters.items():
+            default = param.default
+            if not isinstance(default, OptionInfo | ArgumentInfo) or default.metavar:
+                continue
+            meta = _metavar_for(hints.get(name, param.annotation))
+            if meta is None:
+                continue
+            if isinstance(default, ArgumentInfo):
+                meta = name.upper().replace("_", "-")
+            default.metavar = meta
+    for group in target.registered_groups:
+        if group.typer_instance is not None:
+            apply_metavars(group.typer_instance)
 
 
 @contextlib.contextmanager

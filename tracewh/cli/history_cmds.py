@@ -1,4 +1,4 @@
-"""Multi-run commands: `tracewh diff`, `tracewh history`, `tracewh check` (`tracewh changes`: changes_cmds).
+"""Multi-run commands: `tracewh diff`, `tracewh history`, `tracewh check`.
 
 `check` exits 1 when something regressed, 0 when nothing did, and 0 with a note
 when the run has too few comparable earlier runs to be checked (a new model's
@@ -14,16 +14,28 @@ from typing import TYPE_CHECKING
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
-from tracewh.cli.output import emit, write_out
+from tracewh.cli.common import (
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    out_option,
+    parse_pairs,
+    run_option,
+    selector,
+    top_option,
+    warehouse_option,
+    where_option,
+)
+from tracewh.cli.layout import fit_names
+from tracewh.cli.output import rank_text, selection_note, show, terminal_width
 from tracewh.errors import UsageError
+from tracewh.macros import DIFF_LEVELS as LEVELS
 
 if TYPE_CHECKING:  # Polars, history and check are imported where they are used
     import polars as pl
 
     from tracewh.check import CheckReport, Finding
-
-_OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet)."
 
 
 def _ms(ns: float | None) -> str:
@@ -39,51 +51,53 @@ def bytes_text(nbytes: float) -> str:
 
 
 def _where(pairs: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--where expects KEY=VALUE, not {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
+    return parse_pairs(pairs)
 
 
 @app.command()
 def diff(
-    a: str = typer.Argument(..., help="Run A (the reference): run_id prefix, 'latest' or KEY=VALUE."),
-    b: str = typer.Argument(..., help="Run B (compared with A)."),
+    a: str = typer.Argument(..., metavar="A", help="Run A (the reference): a selector (run_id prefix, latest, KEY=VALUE, terms joined by commas)."),
+    b: str = typer.Argument(..., metavar="B", help="Run B (compared with A): a selector."),
     warehouse: str = warehouse_option(),
-    level: str = typer.Option("kernel", "--level", "-l", help="kernel, short_name or category (use short_name/category across hardware)."),
-    tolerance: float = typer.Option(5.0, "--tolerance", help="Changes within this many percent count as unchanged."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N groups with the largest impact."),
+    level: str = typer.Option("kernel", "--level", "-l", metavar="|".join(LEVELS), help="Compare per kernel (GPU op name), short_name, category, or op (CPU operator and input shapes: across hardware, where kernel names differ)."),
+    tolerance: float = typer.Option(5.0, "--tolerance", metavar="PCT", help="Changes within PCT percent count as unchanged."),
+    top: int | None = top_option(20, "Show the N groups with the largest impact (0: all)."),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP + " (the per-group rows)"),
+    out: Path | None = out_option("Also write the per-group rows shown to PATH (.csv, .json or .parquet)."),
 ) -> None:
-    """Compare two runs per step: run-level metrics side by side, then per kernel/category.
+    """Compare two runs per step: run-level metrics side by side, then per kernel/category/op.
 
-    Example: tracewh diff night=2025-01-01 latest --level category
+    Example: tracewh diff hw=h100 hw=mi300 --level op
     """
     with handle_errors():
+        check_format(fmt)
         wh = Warehouse(warehouse)
-        if top is not None and top < 1:
-            raise UsageError("--top must be at least 1")
-        groups = wh.diff(a, b, level=level, tolerance=tolerance / 100.0)
-        runs = wh.compare(a, b)
-        if out is not None:
-            write_out(groups, out)
-        shown = groups.head(top) if top else groups
+        ra, rb = wh.resolve_run(a), wh.resolve_run(b)
+        groups = wh.diff(ra, rb, level=level, tolerance=tolerance / 100.0)
+        runs = wh.compare(ra, rb)
         if fmt == "json":
+            if out is not None:
+                show(groups, "json", title="", top=top, out=out)
+            shown = groups.head(top) if top else groups
             typer.echo(json.dumps({"runs": runs.to_dicts(), "groups": shown.to_dicts()}, default=str))
+            for ref in (ra, rb):
+                note = selection_note(ref)
+                if note:
+                    typer.echo(f"note: {note}", err=True)
             return
+        pair = (("A", ra), ("B", rb))
         if fmt == "table":
-            emit(_readable_compare(runs), fmt, title=f"{a} (A) vs {b} (B), per step")
-        emit(shown, fmt, title=f"by {level}: B - A per step, by absolute impact")
+            show(_readable_compare(runs), fmt, title="A vs B, per step", runs=pair)
+            typer.echo("")
+        empty = f"no GPU ops with a duration in either run at level {level}"
+        show(groups, fmt, title=f"by {level}: B - A per step, by absolute impact",
+             runs=pair if fmt == "table" else (), top=top, out=out, empty=empty)
 
 
 def _readable_compare(df: pl.DataFrame) -> pl.DataFrame:
+    """Run-level rows for people: one unit per quantity (times in ms, fractions in %)."""
     import polars as pl
 
-    """Run-level rows for people: ns metrics in ms, fractions in %."""
     rows = []
     for r in df.iter_rows(named=True):
         metric = r["metric"]
@@ -93,23 +107,23 @@ def _readable_compare(df: pl.DataFrame) -> pl.DataFrame:
             scale, name = 0.01, f"{metric} (%)"
         else:
             scale, name = 1.0, metric
-        conv = [None if r[c] is None else round(r[c] / scale, 3) for c in ("value_a", "value_b", "delta")]
-        rows.append({"metric": name, "A": conv[0], "B": conv[1], "B - A": conv[2],
-                     "ratio": None if r["ratio"] is None else round(r["ratio"], 3)})
+        conv = [None if r[c] is None else r[c] / scale for c in ("value_a", "value_b", "delta")]
+        rows.append({"metric": name, "A": conv[0], "B": conv[1], "B - A": conv[2], "ratio": r["ratio"]})
     return pl.DataFrame(rows, schema={"metric": pl.String, "A": pl.Float64, "B": pl.Float64, "B - A": pl.Float64, "ratio": pl.Float64})
 
 
 @app.command()
 def history(
     warehouse: str = warehouse_option(),
-    kernel: str | None = typer.Option(None, "--kernel", "-k", help="GPU op name pattern (case-insensitive; glob with * ? [, else substring)."),
-    category: str | None = typer.Option(None, "--category", "-c", help="A kernel category (gemm, attention, communication, ...)."),
-    op: str | None = typer.Option(None, "--op", help="Follow CPU operators matching this pattern instead: achieved TFLOP/s, TB/s and % of peak per run (see `tracewh roofline`)."),
-    kernel_key: str | None = typer.Option(None, "--kernel-key", help="A kernel key (the key of a `tracewh changes` kernel line): every op name under it."),
-    since: str | None = typer.Option(None, "--since", help="90d, 12w (before today, UTC) or YYYY-MM-DD."),
-    where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE on a label or run field (repeatable)."),
+    kernel: str | None = typer.Option(None, "--kernel", "-k", metavar="PATTERN", help="GPU op name pattern (case-insensitive; glob with * ? [, else substring)."),
+    category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="A kernel category (gemm, attention, communication, ...)."),
+    op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Follow CPU operators matching this pattern instead: achieved TFLOP/s, TB/s and % of peak per run (see `tracewh roofline`)."),
+    kernel_key: str | None = typer.Option(None, "--kernel-key", metavar="KEY", help="A kernel key (the key of a `tracewh changes` kernel line): every op name under it."),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="90d, 12w (before today, UTC) or YYYY-MM-DD (default: all runs)."),
+    where: list[str] | None = where_option(),
+    top: int | None = top_option(None, "Show the N first rows (oldest first; 0: all)."),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(),
 ) -> None:
     """Time series per run: step time, GPU idle fraction, and time per step of chosen ops.
 
@@ -119,23 +133,30 @@ def history(
     Example: tracewh history --kernel flash_fwd --since 90d --where model=dit-xl-2
     """
     with handle_errors():
+        check_format(fmt)
         if sum(x is not None for x in (kernel, category, op)) > 1:
             raise UsageError("give one of --kernel, --category or --op")
         if op is not None and kernel_key is not None:
             raise UsageError("--kernel-key follows GPU ops: not with --op")
+        wh = Warehouse(warehouse)
+        filters = _where(where)
+        empty = "no run" + (f" matches {filters}" if filters else "") + (f" since {since}" if since else "")
         if op is not None:
-            df = Warehouse(warehouse).roofline_history(op=op, since=since, where=_where(where))
-            if out is not None:
-                write_out(df, out)
-            emit(df.drop("labels_json"), fmt, title=f"history: operators ~ {op!r}, achieved rates")
+            df = wh.roofline_history(op=op, since=since, where=filters)
+            shown = df.drop("labels_json") if fmt == "table" and "labels_json" in df.columns else df
+            show(shown, fmt, title=f"history: operators ~ {op!r}, achieved rates", top=top,
+                 out=out, empty=empty, absolute=True)
             return
-        df = Warehouse(warehouse).history(kernel=kernel, category=category, since=since, where=_where(where), kernel_key=kernel_key)
-        if out is not None:
-            write_out(df, out)
+        df = wh.history(kernel=kernel, category=category, since=since, where=filters, kernel_key=kernel_key)
         what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
         if kernel_key:
             what += f", kernel key {kernel_key!r}"
-        emit(df.drop("labels_json"), fmt, title=f"history: {what}, per step")
+        notes = []
+        if df.height and (kernel or category or kernel_key) and int(df["calls"].sum() or 0) == 0:
+            notes.append(f"no GPU op matched {what} in these runs (calls 0 everywhere)")
+        shown = df.drop("labels_json") if fmt == "table" and "labels_json" in df.columns else df
+        show(shown, fmt, title=f"history: {what}, per step", top=top, out=out, notes=notes,
+             empty=empty, absolute=True)
 
 
 def _what(f: Finding) -> str:
@@ -146,7 +167,9 @@ def _what(f: Finding) -> str:
     if f.metric_kind == "memory":
         return f"{f.metric.removeprefix('peak_allocated_').upper()} peak allocated memory"
     if f.metric_kind == "kernel":
-        key = f.metric if len(f.metric) <= 60 else f.metric[:59] + "…"
+        # names are elided in the middle (tracewh.cli.layout.fit_names, in report_text),
+        # keeping what tells kernels apart, never cut at a fixed length
+        key = f.metric
         short = f.short_name or key
         return f"kernel {short} [{key}]" if key != short else f"kernel {short}"
     return f"{f.metric_kind} {f.metric}"
@@ -172,8 +195,31 @@ def _finding_line(f: Finding) -> str:
     )
 
 
-def report_text(report: CheckReport, *, markdown: bool = False) -> str:
-    """The check report for people (plain text or Markdown), one block per alert group."""
+def _short_metrics(report: CheckReport, width: int) -> dict[str, str]:
+    """Kernel names of the report's findings elided in the middle to fit a line of ``width``."""
+    names = [f.metric for f in (*report.regressions, *report.improvements, *report.changes)]
+    room = max(30, width - 80)
+    return dict(zip(names, fit_names(names, room), strict=True))
+
+
+def report_text(report: CheckReport, *, markdown: bool = False, width: int | None = None) -> str:
+    """The check report for people (plain text or Markdown), one block per alert group.
+
+    Kernel names are elided in the middle to fit ``width`` (default 120 for Markdown, the
+    terminal's for text), keeping the short name and what tells them apart; JSON keeps them
+    whole.
+    """
+    import dataclasses
+
+    width = width or (120 if markdown else terminal_width())
+    short = _short_metrics(report, width)
+
+    def fitted(fs: tuple[Finding, ...]) -> tuple[Finding, ...]:
+        return tuple(dataclasses.replace(f, metric=short.get(f.metric, f.metric)) for f in fs)
+
+    report = dataclasses.replace(report, regressions=fitted(report.regressions),
+                                 improvements=fitted(report.improvements),
+                                 changes=fitted(report.changes))
     bullet = "- " if markdown else "  "
     head = "## " if markdown else ""
     p = report.params
@@ -188,7 +234,7 @@ def report_text(report: CheckReport, *, markdown: bool = False) -> str:
         "",
     ]
     for c in report.checked:
-        lines.append(f"{bullet}checked rank {c.rank} run {c.run_id}: {c.baseline_runs} comparable earlier run(s), workload {c.workload} (by {c.tied_by})")
+        lines.append(f"{bullet}checked {rank_text(c.rank)} run {c.run_id}: {c.baseline_runs} comparable earlier run(s), workload {c.workload} (by {c.tied_by})")
     need = p["min_runs"]
     for c in report.insufficient:
         why = f"unusable for comparison ({c.unusable})" if c.unusable else f"{c.baseline_runs} comparable earlier run(s), need {need}"
@@ -221,16 +267,16 @@ def report_text(report: CheckReport, *, markdown: bool = False) -> str:
 @app.command()
 def check(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    baseline: int | None = typer.Option(None, "--baseline", help="Baseline: at most the N last runs of the segment before the change (default: all of it)."),
-    threshold: str = typer.Option("10%", "--threshold", help="Relative change that counts, e.g. 10%."),
-    min_ms: float = typer.Option(0.1, "--min-ms", help="Check kernels, categories and modules of at least this many ms per step."),
-    k_mad: float = typer.Option(3.0, "--k-mad", help="A change must also exceed K x the noise the change-point test measured."),
-    min_runs: int = typer.Option(3, "--min-runs", help="Fewest comparable earlier runs to check at all."),
-    alpha: float = typer.Option(0.01, "--alpha", help="Significance of a change point."),
-    key: list[str] | None = typer.Option(None, "--key", help="Labels that name a workload (repeatable; default model, branch)."),
+    run: list[str] | None = run_option(),
+    baseline: int | None = typer.Option(None, "--baseline", metavar="N", help="Baseline: at most the N last runs of the segment before the change (default: all of it)."),
+    threshold: str = typer.Option("10%", "--threshold", metavar="PCT", help="Relative change that counts, e.g. 10%."),
+    min_ms: float = typer.Option(0.1, "--min-ms", metavar="MS", help="Check kernels, categories and modules of at least MS ms per step."),
+    k_mad: float = typer.Option(3.0, "--k-mad", metavar="K", help="A change must also exceed K x the noise the change-point test measured."),
+    min_runs: int = typer.Option(3, "--min-runs", metavar="N", help="Fewest comparable earlier runs to check at all."),
+    alpha: float = typer.Option(0.01, "--alpha", metavar="P", help="Significance of a change point."),
+    key: list[str] | None = typer.Option(None, "--key", metavar="LABEL", help="Labels that name a workload (repeatable; default model, branch)."),
     include_unusable: bool = typer.Option(False, "--include-unusable", help="Keep runs flagged unusable for comparison in the baselines."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text, markdown or json."),
+    fmt: str = format_option("text", ("text", "markdown", "json")),
 ) -> None:
     """Check a run (default: the latest, with its other ranks) for a regression in force.
 
@@ -240,10 +286,13 @@ def check(
     Example: tracewh check --threshold 10% --min-ms 0.1 --format json
     """
     with handle_errors():
-        if fmt not in ("text", "markdown", "json"):
-            raise UsageError(f"--format must be text, markdown or json, not {fmt!r}")
-        report = Warehouse(warehouse).check(
-            run, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
+        check_format(fmt, ("text", "markdown", "json"))
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(selector(run))
+        if selection_note(ref):
+            typer.echo(f"note: {selection_note(ref)}", err=True)
+        report = wh.check(
+            ref, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
             k_mad=k_mad, min_runs=min_runs, alpha=alpha,
             keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
         )

@@ -10,11 +10,21 @@ from typing import TYPE_CHECKING
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, format_option, handle_errors, warehouse_option
-from tracewh.cli.output import emit
+from tracewh.cli.common import (
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    parse_pairs,
+    top_option,
+    warehouse_option,
+    where_option,
+)
+from tracewh.cli.output import show
 from tracewh.errors import UsageError
 
-if TYPE_CHECKING:  # the ingest pipeline is imported by the commands that use it
+if TYPE_CHECKING:  # the ingest pipeline, rich and Polars are imported by the commands that use them
+    import polars as pl
     from rich.console import Console
 
     from tracewh.ingest.batch import IngestReport
@@ -23,13 +33,7 @@ if TYPE_CHECKING:  # the ingest pipeline is imported by the commands that use it
 
 def parse_labels(values: list[str] | None) -> dict[str, str]:
     """``KEY=VALUE`` strings to a dict; :class:`UsageError` on a malformed one."""
-    labels: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--label must be KEY=VALUE, not {item!r}")
-        labels[key.strip()] = value.strip()
-    return labels
+    return parse_pairs(values, "--label")
 
 
 def _parse_jobs(text: str | None) -> int | str:
@@ -70,21 +74,21 @@ def _summary(report: IngestReport, console: Console) -> None:
 
 @app.command()
 def ingest(
-    paths: list[Path] = typer.Argument(..., help="Trace files or directories (recursive *.json, *.json.gz)."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Trace files or directories (recursive *.json, *.json.gz)."),
     warehouse: str = warehouse_option(),
-    label: list[str] | None = typer.Option(None, "--label", "-l", help="KEY=VALUE label for every run (repeatable)."),
+    label: list[str] | None = typer.Option(None, "--label", "-l", metavar="K=V", help="KEY=VALUE label for every run (repeatable)."),
     jobs: str | None = typer.Option(
         None, "--jobs", "-j", metavar="N|auto",
         help="Parallel processes: files at once; with fewer files, parts of each file. "
         "Default auto: one per core for one big file or many files, one for a few small files.",
     ),
-    storage_option: list[str] | None = typer.Option(None, "--storage-option", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
-    dask: str | None = typer.Option(None, "--dask", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
-    steps: int | None = typer.Option(None, "--steps", help="Keep only the first N ProfilerStep iterations."),
+    storage_option: list[str] | None = typer.Option(None, "--storage-option", metavar="K=V", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
+    dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
+    steps: int | None = typer.Option(None, "--steps", metavar="N", help="Keep only the first N ProfilerStep iterations."),
     skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events."),
     force: bool = typer.Option(False, "--force", help="Re-ingest files already ingested (atomic replace)."),
-    job: str | None = typer.Option(None, "--job", help="Job name for these runs (default: each file's directory)."),
-    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
+    job: str | None = typer.Option(None, "--job", metavar="NAME", help="Job name for these runs (default: each file's directory)."),
+    fmt: str = format_option("text", ("text", "json")),
 ) -> None:
     """Ingest Kineto traces (files or directories) into the warehouse.
 
@@ -139,33 +143,70 @@ def ingest(
             raise typer.Exit(1)
 
 
+#: The columns ``runs`` shows by default (``--all``: every column).
+RUNS_COLUMNS = (
+    "run_id", "file_name", "day", "rank", "device_name", "backend", "n_steps", "n_gpu_ops",
+    "workload", "labels",
+)  # fmt: skip
+
+
+def _labels_text(df: pl.DataFrame) -> pl.DataFrame:
+    """``labels_json`` as ``k=v k=v`` text in a ``labels`` column (sorted by key)."""
+    import json as _json
+
+    import polars as pl
+
+    def text(raw: str | None) -> str:
+        try:
+            labels = _json.loads(raw) if raw else {}
+        except ValueError:
+            return raw or ""
+        if not isinstance(labels, dict):
+            return raw or ""
+        return " ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+    return df.with_columns(
+        pl.col("labels_json").map_elements(text, return_dtype=pl.String).alias("labels")
+    )
+
+
 @app.command()
 def runs(
     warehouse: str = warehouse_option(),
-    where: list[str] | None = typer.Option(None, "--where", help="KEY=VALUE label or run field (repeatable)."),
+    where: list[str] | None = where_option(),
+    all_columns: bool = typer.Option(False, "--all", "-a", help="Show every column of runs (tables; csv/json always carry all)."),
+    top: int | None = top_option(None, "Show at most N runs (latest first; 0: all)."),
+    limit: int | None = typer.Option(None, "--limit", metavar="N", help="Same as --top."),
     fmt: str = format_option(),
-    limit: int | None = typer.Option(None, "--limit", "-n", help="Show at most N runs (newest first)."),
 ) -> None:
-    """List the runs in the warehouse, newest first.
+    """List the runs in the warehouse, latest ingest first (the first one is `latest`).
 
     Example: tracewh runs --where model=dit --format json
     """
     with handle_errors():
-        df = Warehouse(warehouse).runs(where=parse_labels(where))
-        if limit:
-            df = df.head(limit)
+        check_format(fmt)
+        wh = Warehouse(warehouse)
+        filters = parse_pairs(where)
+        df = wh.runs(where=filters)
+        empty = None
+        if df.is_empty() and filters:
+            hints = []
+            for key in list(filters)[:3]:
+                values = wh.label_values(key)
+                hints.append(f"{key}: {', '.join(values[:8])}" if values else f"no run has {key!r}")
+            empty = f"no run matches {', '.join(f'{k}={v}' for k, v in filters.items())} ({'; '.join(hints)})"
         if fmt == "table":
-            df = df.select(
-                "run_id", "day", "job", "rank", "backend", "device_name", "n_gpu_ops",
-                "n_steps", "labels_json", "file_name",
-            )
-        emit(df, fmt, title="runs")
+            df = _labels_text(df)
+            if not all_columns:
+                df = df.select([c for c in RUNS_COLUMNS if c in df.columns])
+        show(df, fmt, title=f"{df.height} run(s), latest ingest first", top=top or limit,
+             empty=empty, absolute=True)
 
 
 @app.command()
 def verify(
     warehouse: str = warehouse_option(),
-    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
+    fmt: str = format_option("text", ("text", "json")),
 ) -> None:
     """Check the warehouse: every visible run complete, every data file intact.
 
@@ -193,12 +234,12 @@ def verify(
 def compact(
     warehouse: str = warehouse_option(),
     retain_hours: int = typer.Option(
-        168,
-        help="Keep unreferenced files younger than this (hours). Below 1, compact waits for "
+        168, "--retain-hours", metavar="N",
+        help="Keep unreferenced files younger than N hours. Below 1, compact waits for "
         "this machine's running ingests and holds new ones off while it vacuums; 0 frees "
         "every superseded file now.",
     ),
-    fmt: str = typer.Option("text", "--format", "-f", help="Output: text or json."),
+    fmt: str = format_option("text", ("text", "json")),
 ) -> None:
     """Remove leftovers, merge small files per partition and vacuum old files.
 

@@ -7,8 +7,18 @@ from pathlib import Path
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
-from tracewh.cli.output import emit, write_out
+from tracewh.cli.common import (
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    out_option,
+    run_option,
+    selector,
+    top_option,
+    warehouse_option,
+)
+from tracewh.cli.output import show
 from tracewh.memory import VIEWS
 
 _TITLES = {
@@ -30,13 +40,13 @@ _EMPTY = {
 @app.command()
 def memory(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    device: str | None = typer.Option(None, "--device", "-d", help="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0."),
-    view: str = typer.Option("summary", "--view", help=f"{', '.join(VIEWS)}."),
-    top: int | None = typer.Option(None, "--top", "-n", help="peak, modules, allocations: the N largest per device (default 20); other views: the N first rows."),
-    buckets: int = typer.Option(1000, "--buckets", help="Time buckets of --view timeline."),
+    run: list[str] | None = run_option(),
+    device: str | None = typer.Option(None, "--device", "-d", metavar="DEVICE", help="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0."),
+    view: str = typer.Option("summary", "--view", metavar="|".join(VIEWS), help=f"{', '.join(VIEWS)}."),
+    top: int | None = top_option(None, "peak, modules, allocations: the N largest per device (default 20); other views: the N first rows."),
+    buckets: int = typer.Option(1000, "--buckets", metavar="N", help="Time buckets of --view timeline."),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Also write the result to FILE (.csv, .json or .parquet)."),
+    out: Path | None = out_option(),
 ) -> None:
     """Device memory from profile_memory events: peak allocated/reserved per device and who holds it.
 
@@ -49,9 +59,11 @@ def memory(
     Example: tracewh memory --view peak --device gpu --top 10
     """
     with handle_errors():
-        df = Warehouse(warehouse).memory(run, view=view, device=device, top=top, buckets=buckets)
-        if out is not None:
-            write_out(df, out)
-        emit(df, fmt, title=_TITLES[view])
-        if df.is_empty() and fmt == "table":
-            typer.echo(_EMPTY.get(view, _EMPTY["summary"]), err=True)
+        check_format(fmt)
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(selector(run))
+        df = wh.memory(ref, view=view, device=device, top=top or None, buckets=buckets)
+        empty = _EMPTY.get(view, _EMPTY["summary"])
+        if device is not None:
+            empty += f" (on devices {device!r})"
+        show(df, fmt, title=_TITLES[view], run=ref, out=out, empty=empty)

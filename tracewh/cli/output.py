@@ -1,135 +1,237 @@
-"""Formatting of result frames for the terminal, CSV and JSON, and ``--out`` files.
+"""Result frames for people (terminal tables) and programs (CSV, JSON, ``--out`` files).
 
-Data keep their units in column names (``total_ns``); only the terminal table
-converts them to readable units (ms, µs, MB, GB/s) and says so in the header.
+Every command that prints a result calls :func:`show`: it applies ``--top``, writes ``--out``,
+and prints the table (titled with the run it shows, units converted once per table, times
+from the run's start, fitted to the terminal: see :mod:`tracewh.cli.display` and
+:mod:`tracewh.cli.layout`) or CSV/JSON (exact values, as stored). Notes for people (a
+selector that matched several runs, why a result is empty, rows left out by ``--top``) go
+to the table's footer, or to stderr with ``--format csv|json`` so that stdout stays data.
+
+The terminal width is ``COLUMNS`` when set, else the terminal's (stdout, else stderr), else
+120 columns.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import tempfile
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
+from tracewh.cli.display import cell_text, display, utc_text
+from tracewh.cli.layout import elide, render
 from tracewh.errors import UsageError
+from tracewh.runsel import RunRef
 
-if TYPE_CHECKING:  # Polars and rich are imported where a frame or a table is printed
+if TYPE_CHECKING:
     import polars as pl
 
     from tracewh.db import Rows
 
+__all__ = [
+    "FORMATS", "cell_text", "emit", "note", "render_rows", "render_table", "run_title", "selection_note",
+    "show", "terminal_width", "to_text", "write_out",
+]  # fmt: skip
+
 FORMATS = ("table", "csv", "json")
-
-#: DuckDB type names of numbers (``DECIMAL(p,s)`` too).
-_NUMERIC = frozenset({
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-    "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE",
-})
+#: Width used when there is no terminal and no ``COLUMNS``.
+DEFAULT_WIDTH = 120
+MIN_WIDTH = 40
 
 
-def _ns_unit(values: Sequence[Any]) -> tuple[str, float]:
-    biggest = max((abs(v) for v in values if v is not None), default=None)
-    if biggest is not None and float(biggest) >= 1e6:
-        return "ms", 1e6
-    return "µs", 1e3
+def terminal_width() -> int:
+    """Columns to fit: ``COLUMNS``, else the terminal of stdout or stderr, else 120."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return max(MIN_WIDTH, int(env))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            if os.isatty(fd):
+                return max(MIN_WIDTH, os.get_terminal_size(fd).columns)
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            continue
+    return DEFAULT_WIDTH
 
 
-def _is_timestamp(name: str) -> bool:
-    """Columns holding absolute times (ns since epoch) rather than durations."""
-    return name in ("ts_ns", "start_ns", "end_ns") or name.endswith(("_ts_ns", "_start_ns", "_end_ns"))
+def rank_text(rank: int | None, world_size: int | None = None) -> str:
+    """``rank 1 of 8``, ``rank 1``, or ``single process`` (a trace without a rank)."""
+    if rank is None:
+        return "single process"
+    return f"rank {rank} of {world_size}" if world_size else f"rank {rank}"
 
 
-def _scaled(values: Sequence[Any], div: float, digits: int, shift: Any = 0) -> list[Any]:
-    """``(v - shift) / div`` rounded to ``digits`` (``div`` 1: ``v`` itself rounded, ints stay ints)."""
-    if div == 1 and not shift:
-        return [None if v is None else round(v, digits) for v in values]
-    return [None if v is None else round((v - shift) / div, digits) for v in values]
+def run_title(ref: RunRef) -> str:
+    """How a table names its run: id prefix, file, day, rank and labels."""
+    parts = [f"run {ref.short_id}"]
+    if ref.file_name:
+        parts.append(cell_text(ref.file_name))
+    if ref.day is not None:
+        parts.append(str(ref.day))
+    parts.append(rank_text(ref.rank, ref.world_size))
+    labels = " ".join(f"{cell_text(k)}={cell_text(v)}" for k, v in sorted(ref.labels.items()))
+    if labels:
+        parts.append(labels)
+    return " · ".join(parts)
 
 
-def display_columns(
-    names: Sequence[str], numeric: Sequence[bool], columns: Sequence[Sequence[Any]]
-) -> tuple[list[str], list[list[Any]]]:
-    """Unit-bearing columns converted and renamed for people: ``(names, columns)``.
+def selection_note(ref: RunRef) -> str | None:
+    """What to say when the selector matched several runs (``None`` when it matched one)."""
+    if ref.matched <= 1:
+        return None
+    others = ", ".join(o[:8] for o in ref.others)
+    more = ", ..." if ref.matched - 1 > len(ref.others) else ""
+    return (
+        f"selector {ref.selector!r} matched {ref.matched} runs: showing {ref.short_id} "
+        f"(the latest ingested); the others: {others}{more}. Pick one with --run RUN_ID "
+        "or more KEY=VALUE terms"
+    )
 
-    ``numeric[i]`` says whether column ``i`` holds numbers; ``columns[i]`` its values.
-    """
-    out_names: list[str] = []
-    out: list[list[Any]] = []
-    for name, is_num, col in zip(names, numeric, columns, strict=True):
-        present = [v for v in col if v is not None]
-        if is_num and _is_timestamp(name):
-            base = min(present, default=None)
-            out_names.append(f"{name[:-3]} (+ms)")
-            out.append(_scaled(col, 1e6, 3, base) if base is not None else list(col))
-        elif is_num and name.endswith("_ns"):
-            unit, div = _ns_unit(col)
-            out_names.append(f"{name[:-3]} ({unit})")
-            out.append(_scaled(col, div, 3 if unit == "ms" else 2))
-        elif is_num and (name == "bytes" or name.endswith("_bytes")):
-            big = max(present, default=None)
-            gb = big is not None and float(big) >= 1e9
-            out_names.append(f"{name.removesuffix('_bytes')} ({'GB' if gb else 'MB'})")
-            out.append(_scaled(col, 1e9 if gb else 1e6, 3))
-        elif is_num and (name == "flops" or name.endswith("_flops")):
-            out_names.append(f"{name.removesuffix('flops') or 'flops'} (GFLOP)".replace("_ (", " ("))
-            out.append(_scaled(col, 1e9, 3))
-        elif is_num and name.endswith("_gbps"):
-            out_names.append(f"{name[:-5]} (GB/s)")
-            out.append(_scaled(col, 1, 2))
-        elif is_num and (name.endswith("_fraction") or name.endswith("_ratio")):
-            out_names.append(f"{name} (%)")
-            out.append([None if v is None else round(v * 100, 1) for v in col])
-        elif is_num and (name == "pct" or name.endswith("_pct")):
-            out_names.append(f"{name} (%)")
-            out.append(_scaled(col, 1, 2))
-        elif is_num and any(isinstance(v, float) for v in present):
-            out_names.append(name)
-            out.append([round(v, 3) if isinstance(v, float) else v for v in col])
+
+def note(text: str) -> None:
+    """A one-line note for people on stderr."""
+    typer.echo(f"note: {cell_text(text)}", err=True)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """A title or note in lines of at most ``width`` (broken at spaces)."""
+    words = text.split(" ")
+    lines: list[str] = []
+    line = ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
         else:
-            out_names.append(name)
-            out.append(list(col))
-    return out_names, out
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return [elide(x, width) for x in lines]
 
 
-def _print_table(
-    names: Sequence[str], numeric: Sequence[bool], columns: Sequence[Sequence[Any]],
-    n_rows: int, title: str | None,
+def _height(data: pl.DataFrame | Rows) -> int:
+    return data.height if hasattr(data, "height") else len(data.rows)
+
+
+def _head(data: pl.DataFrame | Rows, n: int) -> pl.DataFrame | Rows:
+    if hasattr(data, "head"):
+        return data.head(n)
+    from tracewh.db import Rows
+
+    return Rows(data.columns, data.types, data.rows[:n])
+
+
+def _frame(data: pl.DataFrame | Rows) -> pl.DataFrame:
+    """A Polars frame of ``data`` (CSV, JSON and files are written by Polars)."""
+    if hasattr(data, "schema"):
+        return data  # type: ignore[return-value]
+    import polars as pl
+
+    return pl.DataFrame(data.rows, schema=data.columns, orient="row", infer_schema_length=None)
+
+
+def show(
+    df: pl.DataFrame | Rows,
+    fmt: str = "table",
+    *,
+    title: str,
+    run: RunRef | None = None,
+    runs: Sequence[tuple[str, RunRef]] = (),
+    out: Path | None = None,
+    top: int | None = None,
+    empty: str | None = None,
+    notes: Sequence[str] = (),
+    absolute: bool = False,
+    origin_ns: int | None = None,
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    """Print a result (and write ``--out``): the one way commands show a frame.
 
-    shown, values = display_columns(names, numeric, columns)
-    table = Table(title=title, show_lines=False, header_style="bold")
-    for name, is_num in zip(shown, numeric, strict=True):
-        if is_num:
-            table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-        else:
-            table.add_column(name, justify="left", overflow="ellipsis", no_wrap=True, max_width=50)
-    for i in range(n_rows):
-        table.add_row(*["" if col[i] is None else str(col[i]) for col in values])
-    console = Console()
-    Console(width=max(200, console.width) if not console.is_terminal else None).print(table)
-    if n_rows == 0:
-        typer.echo("(no rows)")
+    Parameters
+    ----------
+    df
+        The result, exact values, units in the column names (``total_ns``): a Polars frame,
+        or a query's plain :class:`~tracewh.db.Rows` (a terminal table then needs no Polars).
+    fmt
+        ``table``, ``csv`` or ``json``.
+    title
+        What the table is (``"kernels by total"``); the run is added to it.
+    run
+        The run shown: named in the title; its start is the origin of the times.
+    runs
+        Several runs shown side by side, as ``(role, run)`` (``("A", ref_a)``).
+    out
+        Also write the shown rows to this ``.csv``/``.json``/``.parquet`` file.
+    top
+        Keep the first ``top`` rows (``None`` or 0: all); the footer says how many were left out.
+    empty
+        What to say when there are no rows: what was filtered, which values exist.
+    notes
+        More lines for people (footer, or stderr with csv/json).
+    absolute
+        Timestamps as UTC date-times (tables of many runs) rather than ms since the run's start.
+    origin_ns
+        The origin of the times when it is not ``run``'s start.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if top is not None and top < 0:
+        raise UsageError("--top must be at least 0 (0: all rows)")
+    total = _height(df)
+    if top:
+        df = _head(df, top)
+    height = _height(df)
+    if out is not None:
+        write_out(_frame(df), out)
+    extra = [n for n in [*(selection_note(r) for _, r in runs), selection_note(run) if run else None] if n]
+    extra += list(notes)
+    if height < total:
+        extra.append(f"showing {height} of {total} rows (--top N to change, --top 0: all)")
+    if not height and empty:
+        extra.append(empty)
+    if fmt != "table":
+        typer.echo(to_text(_frame(df), fmt), nl=False)
+        if fmt == "json":
+            typer.echo("")
+        for line in extra:
+            note(line)
+        return
+    width = terminal_width()
+    head = title
+    if run is not None:
+        head += f" — {run_title(run)}"
+    lines = _wrap(cell_text(head), width)
+    for role, ref in runs:
+        lines += _wrap(f"{role}: {run_title(ref)}", width)
+    origin = origin_ns if origin_ns is not None else (run.start_ns if run is not None else None)
+    label = "the run's start" if run is not None and origin_ns is None and origin is not None else None
+    shown = display(df, origin_ns=origin, origin_label=label, absolute=absolute)
+    if shown.legend and height:
+        lines += _wrap("; ".join(shown.legend), width)
+    if shown.columns and height:
+        lines += render(shown.columns, width)
+    if not height:
+        lines.append("(no rows)")
+    for line in extra:
+        lines += _wrap(cell_text(line), width)
+    typer.echo("\n".join(lines))
 
 
-def render_table(df: pl.DataFrame, *, title: str | None = None) -> None:
-    """Print ``df`` as a rich table with units."""
-    numeric = [df[name].dtype.is_numeric() for name in df.columns]
-    columns = [df[name].to_list() for name in df.columns]
-    _print_table(df.columns, numeric, columns, df.height, title)
+def emit(df: pl.DataFrame, fmt: str, *, title: str | None = None, **kw: object) -> None:
+    """Print a result frame in the chosen format (:func:`show` with fewer words)."""
+    show(df, fmt, title=title or "", **kw)  # type: ignore[arg-type]
+
+
+def render_table(df: pl.DataFrame, *, title: str | None = None, **kw: object) -> None:
+    """Print ``df`` as a terminal table (see :func:`show`)."""
+    show(df, "table", title=title or "", **kw)  # type: ignore[arg-type]
 
 
 def render_rows(rows: Rows, *, title: str | None = None, top: int | None = None) -> None:
-    """Print a query's :class:`~tracewh.db.Rows` as :func:`render_table` does (no Polars)."""
-    data = rows.rows[:top] if top is not None else rows.rows
-    numeric = [t in _NUMERIC or t.startswith("DECIMAL") for t in rows.types]
-    columns = [[r[i] for r in data] for i in range(len(rows.columns))]
-    _print_table(rows.columns, numeric, columns, len(data), title)
+    """Print a query's :class:`~tracewh.db.Rows` as a terminal table (no Polars)."""
+    show(rows, "table", title=title or "", top=top)
 
 
 def to_text(df: pl.DataFrame, fmt: str) -> str:
@@ -143,18 +245,15 @@ def to_text(df: pl.DataFrame, fmt: str) -> str:
     raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 
-def emit(df: pl.DataFrame, fmt: str, *, title: str | None = None) -> None:
-    """Print a result frame in the chosen format."""
-    if fmt == "table":
-        render_table(df, title=title)
-    else:
-        typer.echo(to_text(df, fmt), nl=False)
-        if fmt == "json":
-            typer.echo("")
-
-
 def write_out(df: pl.DataFrame, path: Path) -> None:
-    """Write ``df`` to ``.csv``, ``.json`` or ``.parquet`` atomically (temp file, rename)."""
+    """Write ``df`` to ``.csv``, ``.json`` or ``.parquet`` atomically, with normal permissions.
+
+    Written to a temporary name beside ``path``, then renamed; the file gets the mode a
+    plain ``open()`` would give it (0666 less the umask: usually 0644), not the private
+    0600 of the temporary file.
+    """
+    import tempfile
+
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".json", ".parquet"):
         raise UsageError(f"--out must end in .csv, .json or .parquet, not {path.name!r}")
@@ -168,7 +267,27 @@ def write_out(df: pl.DataFrame, path: Path) -> None:
             df.write_json(tmp)
         else:
             df.write_parquet(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (from ``/proc`` where possible, else set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def utc(ns: int | None) -> str:
+    """An instant (ns since the epoch) as UTC text (for notes and titles)."""
+    return utc_text(ns)

@@ -2,58 +2,78 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, handle_errors, warehouse_option
+from tracewh.cli.common import (
+    RUN_HELP,
+    app,
+    check_format,
+    format_option,
+    handle_errors,
+    run_option,
+    selector,
+    warehouse_option,
+)
+from tracewh.cli.output import note, run_title, selection_note
 from tracewh.errors import UsageError
+from tracewh.macros import DIFF_LEVELS as LEVELS
 
 # tracewh.report (Altair, vl-convert, Polars) is imported by the commands that use it
+#: What `tracewh flame --format` writes (tracewh.report.flame.FORMATS).
+FLAME_FORMATS = ("folded", "speedscope")
 
 
 @app.command()
 def report(
     warehouse: str = warehouse_option(),
-    run: list[str] = typer.Option(["latest"], "--run", "-r", help="Run selector (repeat for several runs in the --site)."),
-    compare: str | None = typer.Option(None, "--compare", help="Also compare the run with this run (a diff section)."),
-    since: str = typer.Option("90d", "--since", help="History window: 90d, 12w or a date."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write report.md, report.html and charts/ into DIR."),
-    site: Path | None = typer.Option(None, "--site", help="Write a static site (index, a page per run, history, diff) into DIR."),
-    limit: int = typer.Option(20, "--limit", help="Runs in the --site when no --run is given (newest first)."),
+    run: list[str] | None = run_option("Run selector (default: latest). With --site, each --run adds the runs it matches; without --site, repeated terms combine (a run must match all)."),
+    compare: str | None = typer.Option(None, "--compare", metavar="SEL", help="Also compare the run with this run (a diff section)."),
+    level: str = typer.Option("short_name", "--level", "-l", metavar="|".join(LEVELS), help="What the --compare section compares: kernel, short_name, category or op (CPU operator and input shapes)."),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="History window: 90d, 12w or YYYY-MM-DD (default: all runs, as history)."),
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="PATH", help="Write report.md, report.html and charts/ into the folder PATH."),
+    site: Path | None = typer.Option(None, "--site", metavar="PATH", help="Write a static site (index, a page per run, history, diff) into the folder PATH."),
+    limit: int = typer.Option(20, "--limit", metavar="N", help="Runs in the --site when no --run is given (latest first)."),
 ) -> None:
     """Charts and tables of a run as Markdown + self-contained HTML, or a static site of many runs.
 
-    Example: tracewh report --out reports/latest --compare 'night=2025-01-01'
+    Example: tracewh report --out reports/latest --compare 'night=2025-01-01' --level op
     """
     with handle_errors():
         if out is None and site is None:
-            raise UsageError("give --out DIR (a report) and/or --site DIR (a static site)")
+            raise UsageError("give --out PATH (a report) and/or --site PATH (a static site)")
+        if level not in LEVELS:
+            raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
         # one snapshot and one connection for every query of the report(s)
         with Warehouse(warehouse).session() as wh:
-            _report(wh, out=out, site=site, run=run, compare=compare, since=since, limit=limit)
+            _report(wh, out=out, site=site, run=run, compare=compare, since=since,
+                    limit=limit, level=level)
 
 
 def _report(
-    wh: Warehouse, *, out: Path | None, site: Path | None, run: list[str], compare: str | None,
-    since: str, limit: int,
+    wh: Warehouse, *, out: Path | None, site: Path | None, run: list[str] | None,
+    compare: str | None, since: str | None, limit: int, level: str,
 ) -> None:
     from tracewh.report import build_report
     from tracewh.report.site import build_site
 
     if out is not None:
         t0 = time.perf_counter()
-        result = build_report(wh, out, run=run[0], compare=compare, since=since)
-        typer.echo(f"wrote {result.folder / 'report.html'} and report.md: {len(result.charts)} charts "
-                   f"in {time.perf_counter() - t0:.1f} s")
+        ref = wh.resolve_run(selector(run))
+        if selection_note(ref):
+            note(selection_note(ref) or "")
+        result = build_report(wh, out, run=ref, compare=compare, since=since, level=level)
+        typer.echo(f"wrote {result.folder / 'report.html'} and report.md for {run_title(ref)}: "
+                   f"{len(result.charts)} charts in {time.perf_counter() - t0:.1f} s")
         if result.empty:
             typer.echo(f"  no data for: {', '.join(result.empty)}")
     if site is not None:
         t0 = time.perf_counter()
-        selected = None if run == ["latest"] else run
-        built = build_site(wh, site, runs=selected, limit=limit, since=since)
+        built = build_site(wh, site, runs=run or None, limit=limit, since=since)
         typer.echo(f"wrote {built.folder / 'index.html'}: {len(built.pages)} pages, {built.charts} charts "
                    f"in {time.perf_counter() - t0:.1f} s")
 
@@ -62,22 +82,34 @@ def _csv(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
 
+def _summary(fmt: str, text: str, data: dict[str, object]) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(data, default=str))
+    else:
+        typer.echo(text)
+
+
 @app.command()
 def export(
-    run: str = typer.Argument(..., help="Run selector: a run_id prefix, 'latest', or KEY=VALUE."),
-    out: Path = typer.Option(..., "--out", "-o", help="Trace file to write (.json or .json.gz)."),
+    run_arg: str | None = typer.Argument(None, metavar="[SEL]", help="Run selector (or --run)."),
+    run: list[str] | None = run_option(RUN_HELP),
+    out: Path = typer.Option(..., "--out", "-o", metavar="PATH", help="Trace file to write (.json or .json.gz)."),
     warehouse: str = warehouse_option(),
-    steps: str | None = typer.Option(None, "--steps", help="Only ProfilerSteps A-B (inclusive) and the GPU ops they launched."),
-    streams: str | None = typer.Option(None, "--streams", help="Comma-separated GPU streams to keep (other GPU ops are dropped)."),
-    cat: str | None = typer.Option(None, "--cat", help="Comma-separated categories to keep (launch flows always kept)."),
+    steps: str | None = typer.Option(None, "--steps", metavar="A-B", help="Only ProfilerSteps A-B (inclusive) and the GPU ops they launched."),
+    streams: str | None = typer.Option(None, "--streams", metavar="N,...", help="Comma-separated GPU streams to keep (other GPU ops are dropped)."),
+    cat: str | None = typer.Option(None, "--cat", metavar="CAT,...", help="Comma-separated categories to keep (launch flows always kept)."),
+    fmt: str = format_option("text", ("text", "json")),
 ) -> None:
     """Export a run back to Chrome/Perfetto trace JSON (ui.perfetto.dev, chrome://tracing).
 
-    Example: tracewh export latest --out run.json.gz --steps 3-4
+    --format says how to report what was written (text, or one JSON object).
+
+    Example: tracewh export --run latest --out run.json.gz --steps 3-4
     """
     from tracewh.report.export import ExportFilter, export_trace, parse_steps
 
     with handle_errors():
+        check_format(fmt, ("text", "json"))
         if not out.name.endswith((".json", ".json.gz")):
             raise UsageError(f"--out must end in .json or .json.gz, not {out.name!r}")
         try:
@@ -90,24 +122,38 @@ def export(
             streams=stream_set,
             cats=frozenset(cats) if cats else None,
         )
-        result = export_trace(Warehouse(warehouse), run, out, where=where)
-        typer.echo(f"wrote {result.path}: run {result.run_id}, {result.events:,} events "
-                   f"({result.flows:,} flow events, {result.overlap_lanes} overlap lanes)")
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(selector(run_arg, run))
+        if selection_note(ref):
+            note(selection_note(ref) or "")
+        result = export_trace(wh, ref, out, where=where)
+        _summary(fmt, f"wrote {result.path}: {run_title(ref)}, {result.events:,} events "
+                      f"({result.flows:,} flow events, {result.overlap_lanes} overlap lanes)",
+                 {"path": str(result.path), "run_id": result.run_id, "events": result.events,
+                  "flows": result.flows, "overlap_lanes": result.overlap_lanes})
+        if result.events == 0:
+            note(f"nothing matched the filters (--steps {steps}, --streams {streams}, --cat {cat}): "
+                 "the file holds no event")
 
 
 @app.command()
 def flame(
-    run: str = typer.Argument(..., help="Run selector: a run_id prefix, 'latest', or KEY=VALUE."),
-    out: Path = typer.Option(..., "--out", "-o", help="File to write."),
+    run_arg: str | None = typer.Argument(None, metavar="[SEL]", help="Run selector (or --run)."),
+    run: list[str] | None = run_option(RUN_HELP),
+    out: Path = typer.Option(..., "--out", "-o", metavar="PATH", help="File to write."),
     warehouse: str = warehouse_option(),
-    fmt: str = typer.Option("folded", "--format", "-f", help="folded or speedscope."),
+    fmt: str = format_option("folded", FLAME_FORMATS),
 ) -> None:
     """GPU time as flame-graph stacks (module; cpu ops; kernel): folded or speedscope JSON.
 
-    Example: tracewh flame latest --out gpu.folded && flamegraph.pl gpu.folded > gpu.svg
+    Example: tracewh flame --run latest --out gpu.folded && flamegraph.pl gpu.folded > gpu.svg
     """
     from tracewh.report.flame import write_flame
 
     with handle_errors():
-        path = write_flame(Warehouse(warehouse), run, out, fmt=fmt)
-        typer.echo(f"wrote {path}")
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(selector(run_arg, run))
+        if selection_note(ref):
+            note(selection_note(ref) or "")
+        path = write_flame(wh, ref, out, fmt=fmt)
+        typer.echo(f"wrote {path}: {run_title(ref)}")

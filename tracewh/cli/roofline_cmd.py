@@ -8,16 +8,26 @@ from typing import TYPE_CHECKING
 import typer
 
 from tracewh.api import Warehouse
-from tracewh.cli.common import app, format_option, handle_errors, run_option, warehouse_option
-from tracewh.cli.output import emit, write_out
-from tracewh.errors import UsageError
+from tracewh.cli.common import (
+    app,
+    check_format,
+    check_top,
+    format_option,
+    handle_errors,
+    out_option,
+    run_option,
+    selector,
+    top_option,
+    warehouse_option,
+)
+from tracewh.cli.output import show, write_out
 
 if TYPE_CHECKING:  # the roofline module (Polars) loads when the command runs
     import polars as pl
 
     from tracewh.roofline import PeakTflops
 
-_OUT_HELP = "Also write the result to FILE (.csv, .json or .parquet), every column."
+_OUT_HELP = "Also write the rows shown to PATH (.csv, .json or .parquet), every column."
 _PEAK_HELP = (
     "Compute roof in TFLOP/s instead of the device table's: one number for every row, or "
     "ROOF=N pairs (roofs: vector, fp32, tf32, fp16, bf16, fp8, int8), e.g. bf16=989,vector=67."
@@ -30,22 +40,22 @@ TABLE_COLUMNS = (
 )
 
 
-def _title(df: pl.DataFrame, run: str) -> str:
+def _title(df: pl.DataFrame) -> str:
     devices = [d for d in df["device"].unique().to_list() if d] if "device" in df.columns else []
     device = devices[0] if devices else "unknown device (no peaks: rates only)"
-    return f"roofline of run {run} on {device}"
+    return f"roofline on {device}"
 
 
 @app.command()
 def roofline(
     warehouse: str = warehouse_option(),
-    run: str = run_option(),
-    op: str | None = typer.Option(None, "--op", help="Operator name pattern (case-insensitive; glob with * ? [, else substring)."),
-    top: int | None = typer.Option(20, "--top", "-n", help="Show the N operators with the most GPU time."),
-    peak_tflops: str | None = typer.Option(None, "--peak-tflops", help=_PEAK_HELP),
-    peak_tbs: float | None = typer.Option(None, "--peak-tbs", help="Memory roof in TB/s instead of the device table's HBM bandwidth."),
+    run: list[str] | None = run_option(),
+    op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Operator name pattern (case-insensitive; glob with * ? [, else substring)."),
+    top: int | None = top_option(20, "Show the N operators with the most GPU time (0: all)."),
+    peak_tflops: str | None = typer.Option(None, "--peak-tflops", metavar="N|ROOF=N,...", help=_PEAK_HELP),
+    peak_tbs: float | None = typer.Option(None, "--peak-tbs", metavar="TBS", help="Memory roof in TB/s instead of the device table's HBM bandwidth."),
     fmt: str = format_option(),
-    out: Path | None = typer.Option(None, "--out", "-o", help=_OUT_HELP),
+    out: Path | None = out_option(_OUT_HELP),
 ) -> None:
     """FLOPs and bytes per call of each CPU operator, achieved TFLOP/s and TB/s, % of the roof.
 
@@ -55,18 +65,22 @@ def roofline(
     Example: tracewh roofline --op addmm --top 10 --peak-tflops bf16=989
     """
     with handle_errors():
-        if top is not None and top < 1:
-            raise UsageError("--top must be at least 1")
+        check_format(fmt)
+        check_top(top)
         from tracewh.roofline import parse_peak_tflops
 
         peaks: PeakTflops | None = parse_peak_tflops(peak_tflops) if peak_tflops is not None else None
         wh = Warehouse(warehouse)
-        ref = wh.resolve_run(run)
+        ref = wh.resolve_run(selector(run))
         df = wh.roofline(ref.run_id, op=op, peak_tflops=peaks, peak_tbs=peak_tbs)
-        title = _title(df, ref.run_id)
+        title = _title(df)
         shown = df.head(top) if top else df
         if out is not None:
-            write_out(df, out)
+            write_out(shown, out)
         if fmt == "table":
             shown = shown.select([c for c in TABLE_COLUMNS if c in shown.columns])
-        emit(shown, fmt, title=title)
+        empty = (f"no CPU operator matches {op!r} in run {ref.short_id}" if op
+                 else f"no CPU operator with GPU time in run {ref.short_id}")
+        rows = df.height
+        notes = [f"showing {shown.height} of {rows} operators (--top N to change, --top 0: all)"] if shown.height < rows else []
+        show(shown, fmt, title=title, run=ref, notes=notes, empty=empty)

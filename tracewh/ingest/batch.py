@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -245,6 +246,9 @@ def ingest_paths(
     a failed result.
     """
     store.create()
+    if options.ingested_at is None:
+        # one ingested_at per ingest command: its runs count as one ingest for `latest`
+        options = replace(options, ingested_at=datetime.now(UTC))
     report = IngestReport(cleanup=cleanup(store))
     files, missing = discover(paths)
     # an executor of its own (Dask) sets the parallelism: jobs only splits files there

@@ -97,6 +97,11 @@ class IngestOptions:
         parsed in one).
     min_split_bytes
         Smallest decompressed size worth splitting into ``parts``.
+    ingested_at
+        The ``runs.ingested_at`` of every run written (the batch driver sets it once per
+        ingest command, to the time it started, so the runs of one command share it and
+        ``latest`` means the newest trace of the latest ingest); ``None``: each file's
+        own commit time.
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -112,6 +117,7 @@ class IngestOptions:
     min_split_bytes: int = 16 << 20
     native: bool = True  # stage ordinary events with the C extension where it is built
     threads: int = 2  # DuckDB threads of the linkage and writing (the batch lowers it per process)
+    ingested_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -495,7 +501,9 @@ def _device_names(meta: Mapping[str, Any]) -> list[str]:
         props = [props]
     if not isinstance(props, list):
         return []
-    return [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name") is not None]
+    # a blank name ("" in some traces) is no name: device_name is NULL then, never ''
+    names = (str(p.get("name") or "").strip() for p in props if isinstance(p, dict))
+    return [n for n in names if n]
 
 
 def _fetch_row(con: Any, sql: str) -> dict[str, Any]:
@@ -609,7 +617,7 @@ def _derive_and_commit(
     if end_ns is not None and not I64_MIN <= end_ns <= I64_MAX:
         anomalies["end_out_of_range"] += 1
         end_ns = None
-    ingested_at = _now()
+    ingested_at = options.ingested_at or _now()
     day = (
         datetime.fromtimestamp(start_ns / 1e9, UTC).date()
         if start_ns is not None and 0 <= start_ns < 253402300799 * 10**9

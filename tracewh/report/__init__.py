@@ -22,6 +22,7 @@ from tracewh.report.document import write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
 from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
+from tracewh.runsel import RunSelector
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
 
@@ -40,9 +41,10 @@ def build_report(
     wh: WarehouseLike,
     out: str | Path,
     *,
-    run: str = "latest",
-    compare: str | None = None,
-    since: str | None = "90d",
+    run: RunSelector = "latest",
+    compare: RunSelector | None = None,
+    since: str | None = None,
+    level: str = "short_name",
     threshold_ns: int = 30_000,
 ) -> ReportResult:
     """Write a run's report to ``out``: ``report.md``, ``report.html`` and ``charts/``.
@@ -58,7 +60,11 @@ def build_report(
     compare
         Optional run selector to compare ``run`` against (a diff section).
     since
-        History window (e.g. ``90d``), passed to ``Warehouse.history`` where it exists.
+        History window (e.g. ``90d``), passed to ``Warehouse.history`` where it exists;
+        ``None``: all runs.
+    level
+        What the comparison with ``compare`` groups by: ``kernel``, ``short_name``,
+        ``category`` or ``op`` (CPU operator and input shapes, across hardware).
     threshold_ns
         Kernel-wait threshold of the gap classification, in ns.
 
@@ -76,7 +82,8 @@ def build_report(
     sections += history_sections(collect_history(wh, since=since, run=data.run_id))
     if compare is not None:
         other = wh.resolve_run(compare).run_id
-        sections.append(diff_section(collect_diff(wh, other, data.run_id), other, data.run_id))
+        sections.append(diff_section(collect_diff(wh, other, data.run_id, level=level),
+                                     other, data.run_id, level=level))
     title = f"tracewh report: {data.meta.get('file_name') or data.run_id}"
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     generated = f"run {data.run_id} · generated {stamp} by tracewh {__version__}"

@@ -17,6 +17,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def current_umask() -> int:
+    """The process's umask (read from ``/proc`` where possible, else set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` on success.
@@ -29,13 +43,16 @@ def atomic_file(path: Path) -> Iterator[Path]:
     Yields
     ------
     Path
-        Where to write; it becomes ``path`` when the block exits without error.
+        Where to write; it becomes ``path`` when the block exits without error, with the
+        permissions a plain ``open()`` gives a new file (0666 less the umask, usually 0644;
+        the temporary file itself is private, 0600, until then).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -62,9 +79,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     path = path.absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)
+    tmp.chmod(0o777 & ~current_umask())
     try:
         yield tmp
     except BaseException:

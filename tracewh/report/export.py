@@ -37,6 +37,7 @@ from tracewh.errors import UsageError
 from tracewh.report.atomic import atomic_file
 from tracewh.report.memory_export import MEMORY_COUNTER_CAT, export_memory_counters
 from tracewh.report.source import WarehouseLike
+from tracewh.runsel import RunSelector
 from tracewh.schema import GPU_OP_CATEGORIES, LAUNCH_FLOW_CATEGORIES
 
 _NULL_KEY = -(1 << 62)
@@ -93,7 +94,7 @@ def parse_steps(text: str) -> tuple[int, int]:
 
 def export_trace(
     wh: WarehouseLike,
-    run: str,
+    run: RunSelector,
     out: str | Path,
     *,
     where: ExportFilter | None = None,

@@ -27,12 +27,13 @@ import polars as pl
 from tracewh.errors import UsageError
 from tracewh.report.atomic import atomic_file
 from tracewh.report.source import WarehouseLike
+from tracewh.runsel import RunSelector
 
 FORMATS = ("folded", "speedscope")
 UNLINKED = "(unlinked)"
 
 
-def gpu_stacks(wh: WarehouseLike, run: str) -> Counter[tuple[str, ...]]:
+def gpu_stacks(wh: WarehouseLike, run: RunSelector) -> Counter[tuple[str, ...]]:
     """GPU time (ns) per stack of run ``run`` (root first)."""
     run_id: str = wh.resolve_run(run).run_id
     ops = (
@@ -119,7 +120,7 @@ def speedscope(stacks: Counter[tuple[str, ...]], *, name: str) -> dict[str, Any]
     }
 
 
-def write_flame(wh: WarehouseLike, run: str, out: str | Path, *, fmt: str = "folded") -> Path:
+def write_flame(wh: WarehouseLike, run: RunSelector, out: str | Path, *, fmt: str = "folded") -> Path:
     """Write run ``run``'s GPU time as flame-graph stacks to ``out`` (atomically).
 
     Parameters
@@ -140,10 +141,11 @@ def write_flame(wh: WarehouseLike, run: str, out: str | Path, *, fmt: str = "fol
     """
     if fmt not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    stacks = gpu_stacks(wh, run)
+    ref = wh.resolve_run(run)
+    stacks = gpu_stacks(wh, ref)
     path = Path(out)
     text = (folded(stacks) if fmt == "folded"
-            else json.dumps(speedscope(stacks, name=f"GPU time of run {run}"), separators=(",", ":")))
+            else json.dumps(speedscope(stacks, name=f"GPU time of run {ref.run_id}"), separators=(",", ":")))
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return path

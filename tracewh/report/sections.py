@@ -112,6 +112,13 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
     ]
 
 
+def _rank_text(rank: Any, world_size: Any) -> str:
+    """``1 / 8``, or ``single process`` for a trace that names no rank."""
+    if rank is None:
+        return "single process"
+    return f"{rank} / {world_size}" if world_size is not None else str(rank)
+
+
 def summary_table(data: RunData) -> Table:
     """Facts about the run: file, device, rank, counts, GPU time breakdown."""
     m = data.meta
@@ -120,7 +127,7 @@ def summary_table(data: RunData) -> Table:
         ("file", str(m.get("file_name") or "")),
         ("day", str(m.get("day") or "")),
         ("host", str(m.get("host") or "")),
-        ("rank / world size", f"{m.get('rank')} / {m.get('world_size')}"),
+        ("rank / world size", _rank_text(m.get("rank"), m.get("world_size"))),
         ("device", str(m.get("device_name") or "")),
         ("events", f"{m.get('n_events') or 0:,}"),
         ("GPU ops", f"{m.get('n_gpu_ops') or 0:,}"),
@@ -155,13 +162,15 @@ def history_sections(trends: list[Trend] | None) -> list[Section]:
     return out
 
 
-def diff_section(diff: pl.DataFrame | None, a: str, b: str) -> Section:
-    """Kernel time changes between two runs, or "no diff data"."""
-    title = f"Comparison: {a} → {b}"
+def diff_section(diff: pl.DataFrame | None, a: str, b: str, *, level: str = "short_name") -> Section:
+    """Time changes between two runs per ``level`` group, or "no diff data"."""
+    title = f"Comparison by {level}: {a} → {b}"
     if diff is None or diff.is_empty():
         return Section("diff", title, None, "no diff data")
     label = next((c for c in ("short_name", "name", "kernel") if c in diff.columns), diff.columns[0])
     delta = next((c for c in diff.columns if c.startswith("delta") and c.endswith("_ns")), None)
     chart = charts.diverging(diff, label=label, delta=delta) if delta else None
-    cols = [Column(c, c, "ms" if c.endswith("_ns") else None) for c in diff.columns]
+    # one unit per quantity: every time in ms, headers without the _ns of the data
+    cols = [Column(c, c[:-3] if c.endswith("_ns") else c, "ms" if c.endswith("_ns") else None)
+            for c in diff.columns]
     return Section("diff", title, chart, "no diff data", tables=[table("Differences", diff, cols)])

@@ -50,7 +50,7 @@ def build_site(
     *,
     runs: list[str] | None = None,
     limit: int = 20,
-    since: str | None = "90d",
+    since: str | None = None,
     threshold_ns: int = 30_000,
 ) -> SiteResult:
     """Write the static site for ``runs`` (selectors; default: the newest ``limit`` runs).

@@ -23,6 +23,7 @@ import polars as pl
 from tracewh.errors import TracewhError
 from tracewh.report.memory_history import KEY as MEMORY_KEY
 from tracewh.report.memory_history import memory_series
+from tracewh.runsel import RunSelector
 
 #: GPU ops drawn at most in the timeline (the first ones of the window).
 TIMELINE_MAX_OPS = 4000
@@ -33,7 +34,7 @@ class WarehouseLike(Protocol):
 
     root: Path | str
 
-    def resolve_run(self, selector: str = ...) -> Any: ...
+    def resolve_run(self, selector: RunSelector = ...) -> Any: ...
 
     def runs(self, *, where: Mapping[str, str] | None = ...) -> pl.DataFrame: ...
 
@@ -101,7 +102,7 @@ class RunData:
 
 def collect_run(
     wh: WarehouseLike,
-    selector: str,
+    selector: RunSelector,
     *,
     top: int = 15,
     timeline_steps: int = 2,
@@ -340,13 +341,15 @@ def _trend(frame: pl.DataFrame, value: str, flag_from: set[str | None]) -> pl.Da
     )
 
 
-def collect_diff(wh: WarehouseLike, a: str, b: str) -> pl.DataFrame | None:
-    """``Warehouse.diff(a, b)`` by kernel short name where the warehouse has it, else ``None``."""
+def collect_diff(
+    wh: WarehouseLike, a: str, b: str, *, level: str = "short_name"
+) -> pl.DataFrame | None:
+    """``Warehouse.diff(a, b)`` at ``level`` (default: kernel short name) where the warehouse has it, else ``None``."""
     method = getattr(wh, "diff", None)
     if method is None:
         return None
     try:
-        return _as_frame(method(a, b, level="short_name"))
+        return _as_frame(method(a, b, level=level))
     except TracewhError:
         return None
 
