@@ -85,6 +85,7 @@ def test_latest_is_the_latest_ingest_not_the_newest_trace(wh: dict[str, Any]) ->
     first = out.splitlines()[0]
     assert f"run {mi300[:8]}" in first and "trace.json" in first and "hw=mi300" in first
     assert str(wh["runs"][0]["day"]) in first
+    assert "matched" not in out  # `latest` matches every run by definition: no note
 
 
 def test_title_says_when_a_selector_matched_several_runs(wh: dict[str, Any]) -> None:

@@ -51,7 +51,7 @@ def test_sizes_and_fractions() -> None:
     df = pl.DataFrame({"bytes": [2_000_000_000], "peak_bytes": [5_000_000], "idle_fraction": [0.25],
                        "mean_gpu_ns_per_call": [1500.0]})
     cols = {c.header: c.cells[0] for c in display(df).columns}
-    assert cols == {"bytes (GB)": "2.000", "peak (GB)": "0.005", "idle_fraction (%)": "25.0",
+    assert cols == {"bytes (GB)": "2.000", "peak (GB)": "0.005000", "idle_fraction (%)": "25.0",
                     "mean_gpu_per_call (µs)": "1.500"}
 
 

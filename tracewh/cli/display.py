@@ -183,11 +183,22 @@ def _nan(v: float | int) -> bool:
     return isinstance(v, float) and (math.isnan(v) or math.isinf(v))
 
 
-def _decimals(biggest: float, *, most: int) -> int:
-    """Decimals giving about four significant digits of ``biggest`` (at least 1, at most ``most``)."""
+def _decimals(biggest: float, *, most: int, smallest: float = 0.0) -> int:
+    """Decimals for a column: about four significant digits of ``biggest``, and two of the
+    ``smallest`` nonzero value (so a small value in a large unit does not read 0.000); at
+    least 1, at most ``most``."""
+    least = 1 if most else 0
     if biggest <= 0:
-        return 1 if most else 0
-    return max(min(3 - math.floor(math.log10(biggest)), most), 1 if most else 0)
+        return least
+    digits = 3 - math.floor(math.log10(biggest))
+    if smallest > 0:
+        digits = max(digits, 1 - math.floor(math.log10(smallest)))
+    return max(min(digits, most), least)
+
+
+def _minabs(values: Sequence[float | int | None]) -> float:
+    nums = [abs(float(v)) for v in values if v is not None and not _nan(v) and v != 0]
+    return min(nums) if nums else 0.0
 
 
 def _fmt(value: Any, decimals: int, *, sep: bool = True) -> str:
@@ -304,8 +315,8 @@ def display(
         elif kind in ("duration", "bytes"):
             div, unit = (d_div, d_unit) if kind == "duration" else (b_div, b_unit)
             conv = [None if v is None else v / div for v in values]
-            most = {"ms": 6, "µs": 3}.get(unit, 3 if unit != "B" else 0)
-            digits = _decimals(_maxabs(conv), most=most)
+            most = {"ms": 6, "µs": 3}.get(unit, 6 if unit != "B" else 0)
+            digits = _decimals(_maxabs(conv), most=most, smallest=_minabs(conv))
             suffix = "_ns" if kind == "duration" else "_bytes"
             label = _strip(name, suffix) if name != "bytes" else "bytes"
             label = label.replace("_ns_per_", "_per_")

@@ -227,13 +227,23 @@ def _grow(widths: list[int], wants: list[int], idx: Sequence[int], extra: int) -
     return extra
 
 
+def _key_column(columns: Sequence[Column]) -> int | None:
+    """The column naming a row (repeated in every block, kept a third of the width): the
+    first ``name``-like text column (``name``, ``*_name``, ``kernel``, ``module_path``,
+    ``metric``), else the first text column."""
+    text = [i for i, c in enumerate(columns) if not c.numeric]
+    named = [i for i in text if columns[i].source in ("name", "kernel", "module_path", "metric")
+             or columns[i].source.endswith("name")]
+    return (named or text or [None])[0]
+
+
 def plan(columns: Sequence[Column], width: int) -> list[list[tuple[int, int]]]:
     """Blocks of ``(column index, width)`` that fit ``width`` (one block when they all fit)."""
     needs = [_need(c) for c in columns]
     desired = [max(content, head) for content, head, _ in needs]
     if _total(desired) <= width or len(columns) <= 1:
         return [[(i, min(w, width) if not columns[i].fixed else w) for i, w in enumerate(desired)]]
-    key = next((i for i, c in enumerate(columns) if not c.numeric), None)
+    key = _key_column(columns)
     for text_min in (TEXT_MIN, TEXT_MIN * 3 // 4):
         minimal = [
             max(content, token) if col.fixed else max(min(content, text_min), token)

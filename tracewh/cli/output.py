@@ -81,8 +81,8 @@ def run_title(ref: RunRef) -> str:
 
 def selection_note(ref: RunRef) -> str | None:
     """What to say when the selector matched several runs (``None`` when it matched one)."""
-    if ref.matched <= 1:
-        return None
+    if ref.matched <= 1 or ref.selector.strip().lower() in ("", "latest"):
+        return None  # `latest` matches every run by definition: nothing to say
     others = ", ".join(o[:8] for o in ref.others)
     more = ", ..." if ref.matched - 1 > len(ref.others) else ""
     return (
