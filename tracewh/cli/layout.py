@@ -234,7 +234,8 @@ def _key_column(columns: Sequence[Column]) -> int | None:
     text = [i for i, c in enumerate(columns) if not c.numeric]
     named = [i for i in text if columns[i].source in ("name", "kernel", "module_path", "metric")
              or columns[i].source.endswith("name")]
-    return (named or text or [None])[0]
+    pick = named or text
+    return pick[0] if pick else None
 
 
 def plan(columns: Sequence[Column], width: int) -> list[list[tuple[int, int]]]:
