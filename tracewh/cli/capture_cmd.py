@@ -8,9 +8,9 @@ from pathlib import Path
 
 import typer
 
-from tracewh.cli.common import app, handle_errors
-from tracewh.cli.ingest_cmds import parse_labels
-from tracewh.errors import UsageError
+from tracewh.cli.common import app, check_format, format_option, handle_errors, parse_pairs
+
+FORMATS = ("text", "json")
 
 
 def _default_out(command: list[str]) -> Path:
@@ -46,7 +46,7 @@ def capture(
     overhead_rounds: int = typer.Option(9, "--overhead-rounds", metavar="N", help="Traced rounds of the overhead measurement after the trace (0: none; else at least 6)."),
     round_steps: int = typer.Option(2, "--round-steps", metavar="N", help="Timed steps per overhead round."),
     clock: str = typer.Option("auto", "--clock", metavar="auto|wall|cpu", help="What the overhead rounds compare: wall time (device synchronised) or the stepping thread's CPU time; auto: wall with CUDA/HIP, else cpu."),
-    fmt: str = typer.Option("text", "--format", "-f", metavar="text|json", help="Output: text or json."),
+    fmt: str = format_option("text", FORMATS),
 ) -> None:
     """Run `python SCRIPT` under torch.profiler, record its first steps, measure the profiler's overhead.
 
@@ -63,10 +63,9 @@ def capture(
     from tracewh.capture.script import capture_script
 
     with handle_errors():
-        if fmt not in ("text", "json"):
-            raise UsageError(f"--format must be text or json, not {fmt!r}")
+        check_format(fmt, FORMATS)
         options = CaptureOptions(
-            steps=steps, wait=wait, warmup=warmup, labels=parse_labels(label), model_name=model,
+            steps=steps, wait=wait, warmup=warmup, labels=parse_pairs(label, "--label"), model_name=model,
             record_shapes=record_shapes, with_stack=stack, with_modules=modules,
             profile_memory=profile_memory, overhead_rounds=overhead_rounds, round_steps=round_steps,
             clock=clock,  # type: ignore[arg-type]  # checked by CaptureOptions
