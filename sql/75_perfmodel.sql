@@ -2,6 +2,12 @@
 -- computed from what the trace recorded about its arguments ("Input Dims", "Input type",
 -- "Input Strides", "Concrete Inputs" of `events.args_json`; recorded with record_shapes=True).
 --
+-- cpu_op_args(run_list)  (table macro)
+--   grain: one row per cpu_op event of the runs in `run_list` (VARCHAR[]).
+--   columns: run_id, event_index, pid, tid, name, ts_ns, dur_ns, input_dims, input_types,
+--            input_strides, concrete_inputs (the JSON text of each arg list of args_json,
+--            parsed once per event; NULL when not recorded)
+--
 -- op_signatures(run_list)  (table macro)
 --   grain: one row per distinct (run_id, name, Input Dims, Input type, Input Strides, Concrete
 --          Inputs) among the cpu_op events of the runs in `run_list` (VARCHAR[]).
@@ -55,17 +61,30 @@
 --   copy: copy_, clone, contiguous, _to_copy, index_select, gather: flops 0, bytes read +
 --         written; embedding: flops 0, bytes = indices + 2 * gathered rows.
 
+CREATE OR REPLACE MACRO cpu_op_args(run_list) AS TABLE
+SELECT
+    run_id, event_index, pid, tid, name, ts_ns, dur_ns,
+    CAST(a[1] AS VARCHAR) AS input_dims,
+    CAST(a[2] AS VARCHAR) AS input_types,
+    CAST(a[3] AS VARCHAR) AS input_strides,
+    CAST(a[4] AS VARCHAR) AS concrete_inputs
+FROM (
+    SELECT *, json_extract(args_json, ['$."Input Dims"', '$."Input type"', '$."Input Strides"',
+                                       '$."Concrete Inputs"']) AS a
+    FROM events
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id) AND cat = 'cpu_op'
+);
+
 CREATE OR REPLACE MACRO op_signatures(run_list) AS TABLE
 SELECT
     run_id,
     name AS op_name,
-    CAST(json_extract(args_json, '$."Input Dims"') AS VARCHAR) AS input_dims,
-    CAST(json_extract(args_json, '$."Input type"') AS VARCHAR) AS input_types,
-    CAST(json_extract(args_json, '$."Input Strides"') AS VARCHAR) AS input_strides,
-    CAST(json_extract(args_json, '$."Concrete Inputs"') AS VARCHAR) AS concrete_inputs,
+    input_dims,
+    input_types,
+    input_strides,
+    concrete_inputs,
     count(*) AS ops
-FROM events
-WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id) AND cat = 'cpu_op'
+FROM cpu_op_args(run_list)
 GROUP BY ALL;
 
 CREATE OR REPLACE MACRO op_work(run_list) AS TABLE
@@ -522,22 +541,24 @@ pw_out AS (
     SELECT
         *,
         CASE WHEN inplace THEN tens[1].shape
-             ELSE list_reduce(list_transform(tens, lambda a: a.shape), lambda x, y: tw_broadcast(x, y)) END AS out_shape,
+             WHEN len(tens) > 0
+             THEN list_reduce(list_transform(tens, lambda a: a.shape), lambda x, y: tw_broadcast(x, y)) END AS out_shape,
         CASE WHEN cmp THEN 'bool'
              WHEN inplace THEN tens[1].dtype
-             ELSE coalesce(
-                 -- the widest dtype among the tensor inputs of >= 1 dim (0-dim tensors and
-                 -- scalars do not promote); the condition of `where` is not a value input
-                 list_reduce(list_transform(list_filter(tens, lambda a: len(a.shape) >= 1 AND NOT (op_name = 'aten::where' AND a.i = 1)),
-                                            lambda a: a.dtype),
-                             lambda x, y: CASE WHEN tw_dtype_bytes(y) > tw_dtype_bytes(x) THEN y ELSE x END),
-                 tens[1].dtype)
+             -- the widest dtype among the tensor inputs of >= 1 dim (0-dim tensors and scalars
+             -- do not promote); the condition of `where` is not a value input
+             WHEN len(promoting) > 0
+             THEN list_reduce(promoting, lambda x, y: CASE WHEN tw_dtype_bytes(y) > tw_dtype_bytes(x) THEN y ELSE x END)
+             -- only 0-dim tensors: the first one's dtype; `where` of scalars: unknown
+             WHEN op_name <> 'aten::where' THEN tens[1].dtype
         END AS dtout
-    FROM pw_args
+    FROM (SELECT *, list_transform(list_filter(tens, lambda a: len(a.shape) >= 1 AND NOT (op_name = 'aten::where' AND a.i = 1)),
+                                   lambda a: a.dtype) AS promoting
+          FROM pw_args)
 ),
 pointwise AS (
     SELECT
-        * EXCLUDE (tens, cmp, inplace, per_elem, out_shape, dtout, ok),
+        * EXCLUDE (tens, promoting, cmp, inplace, per_elem, out_shape, dtout, ok),
         'pointwise' AS family,
         tens[1].dtype AS dtype,
         concat_ws(' ', 'elements=' || tw_numel(out_shape), 'inputs=' || len(tens),

@@ -112,90 +112,126 @@ ASOF LEFT JOIN ed p
    AND p.depth = c.depth - 1 AND c.seq > p.seq;
 
 CREATE OR REPLACE MACRO roofline_ops(run_list) AS TABLE
-WITH RECURSIVE
+WITH
 g AS (
-    SELECT run_id, event_index, name, dur_ns, op_kind, memcpy_kind, launch_name, launch_pid,
-           launch_tid, op_name, op_ts_ns, op_dur_ns,
+    SELECT run_id, event_index, name, dur_ns, op_kind, memcpy_kind, launch_pid, launch_tid,
+           op_name, op_ts_ns, op_dur_ns,
            coalesce(launch_name ILIKE '%GraphLaunch%', false) AS graph
     FROM gpu_ops
     WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id) AND dur_ns IS NOT NULL
 ),
-p AS (
-    SELECT * FROM cpu_op_parents(run_list)
+-- every cpu_op with a duration: its place on its thread (seq: by start, longer first) and
+-- the work of its signature (args_json parsed once per op)
+o AS MATERIALIZED (
+    SELECT
+        a.run_id, a.event_index, a.name, a.pid, a.tid, a.ts_ns, a.dur_ns, a.input_dims,
+        coalesce(a.pid, -1) AS pid_k, coalesce(a.tid, -1) AS tid_k,
+        row_number() OVER (
+            PARTITION BY a.run_id, coalesce(a.pid, -1), coalesce(a.tid, -1)
+            ORDER BY a.ts_ns, a.dur_ns DESC, a.event_index
+        ) AS seq,
+        w.dtype, w.family, w.params, w.flops, w.bytes, w.roof, w.non_contiguous, w.note,
+        coalesce(w.flops IS NOT NULL AND w.bytes IS NOT NULL, false) AS modelled
+    FROM cpu_op_args(run_list) a
+    LEFT JOIN op_work(run_list) w
+      ON w.run_id = a.run_id AND w.op_name = a.name
+     AND w.input_dims IS NOT DISTINCT FROM a.input_dims
+     AND w.input_types IS NOT DISTINCT FROM a.input_types
+     AND w.input_strides IS NOT DISTINCT FROM a.input_strides
+     AND w.concrete_inputs IS NOT DISTINCT FROM a.concrete_inputs
+    WHERE a.dur_ns IS NOT NULL AND a.ts_ns IS NOT NULL
 ),
+-- the launcher: the cpu_op the linkage named (the innermost one of identical spans)
 l AS (
-    SELECT g.*, p.event_index AS launcher
+    SELECT g.*, o.event_index AS launcher
     FROM g
-    LEFT JOIN p
-      ON p.run_id = g.run_id AND p.pid = g.launch_pid AND p.tid = g.launch_tid
-     AND p.ts_ns = g.op_ts_ns AND p.name = g.op_name AND p.dur_ns = g.op_dur_ns
-    QUALIFY row_number() OVER (PARTITION BY g.run_id, g.event_index ORDER BY p.depth DESC NULLS LAST) = 1
+    LEFT JOIN o
+      ON o.run_id = g.run_id AND o.pid = g.launch_pid AND o.tid = g.launch_tid
+     AND o.ts_ns = g.op_ts_ns AND o.name = g.op_name AND o.dur_ns = g.op_dur_ns
+    QUALIFY row_number() OVER (PARTITION BY g.run_id, g.event_index ORDER BY o.seq DESC NULLS LAST) = 1
 ),
 launchers AS (
     SELECT run_id, launcher, bool_and(graph) AS graph
     FROM l WHERE launcher IS NOT NULL
     GROUP BY run_id, launcher
 ),
-chain(run_id, launcher, node, dist) AS (
-    SELECT run_id, launcher, launcher, 0 FROM launchers
-    UNION ALL
-    SELECT c.run_id, c.launcher, p.parent_event_index, c.dist + 1
-    FROM chain c
-    JOIN p ON p.run_id = c.run_id AND p.event_index = c.node
-    WHERE p.parent_event_index IS NOT NULL
+-- the ops sweep 1 needs: modelled ops and the launchers of GPU ops not replayed by a graph
+p1 AS (
+    SELECT o.run_id, o.pid_k, o.tid_k, o.ts_ns, o.dur_ns, o.seq, o.event_index, o.modelled,
+           la.launcher IS NOT NULL AS launcher
+    FROM o
+    LEFT JOIN launchers la ON la.run_id = o.run_id AND la.launcher = o.event_index AND NOT la.graph
+    WHERE o.modelled OR la.launcher IS NOT NULL
 ),
-node_sig AS (
-    SELECT
-        c.run_id, c.launcher, c.node, c.dist, e.name AS op_name,
-        CAST(json_extract(e.args_json, '$."Input Dims"') AS VARCHAR) AS input_dims,
-        CAST(json_extract(e.args_json, '$."Input type"') AS VARCHAR) AS input_types,
-        CAST(json_extract(e.args_json, '$."Input Strides"') AS VARCHAR) AS input_strides,
-        CAST(json_extract(e.args_json, '$."Concrete Inputs"') AS VARCHAR) AS concrete_inputs
-    FROM chain c
-    JOIN events e ON e.run_id = c.run_id AND e.event_index = c.node
-    WHERE list_contains(CAST(run_list AS VARCHAR[]), e.run_id) AND e.cat = 'cpu_op'
+-- sweep 1, over the modelled ops and the launchers of each thread: `lv` = how many modelled
+-- ops are open at an op's start, itself included (ends before starts at one instant, as in
+-- cpu_op_parents). A modelled op's own lv is its level among the modelled ops; the innermost
+-- modelled op around a launcher (or the launcher itself) is the latest modelled op that
+-- started before it on that level.
+s1 AS (
+    SELECT *, sum(d) OVER (PARTITION BY run_id, pid_k, tid_k ORDER BY t, k, seq, sub
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lv
+    FROM (
+        SELECT run_id, pid_k, tid_k, ts_ns AS t, 1 AS k, seq, 0 AS sub,
+               CASE WHEN modelled THEN 1 ELSE 0 END AS d, event_index, modelled, launcher
+        FROM p1
+        UNION ALL
+        SELECT run_id, pid_k, tid_k, ts_ns + dur_ns AS t, CASE WHEN dur_ns > 0 THEN 0 ELSE 1 END AS k,
+               seq, 1 AS sub, -1 AS d, event_index, modelled, launcher
+        FROM p1 WHERE modelled
+    )
 ),
-nodes AS (
-    SELECT
-        n.run_id, n.launcher, n.node, n.dist, n.op_name, n.input_dims,
-        w.dtype, w.family, w.params, w.flops, w.bytes, w.roof, w.non_contiguous, w.note,
-        coalesce(w.flops IS NOT NULL AND w.bytes IS NOT NULL, false) AS modelled
-    FROM node_sig n
-    LEFT JOIN op_work(run_list) w
-      ON w.run_id = n.run_id AND w.op_name = n.op_name
-     AND w.input_dims IS NOT DISTINCT FROM n.input_dims
-     AND w.input_types IS NOT DISTINCT FROM n.input_types
-     AND w.input_strides IS NOT DISTINCT FROM n.input_strides
-     AND w.concrete_inputs IS NOT DISTINCT FROM n.concrete_inputs
-),
+m1 AS (SELECT run_id, pid_k, tid_k, seq, lv, event_index FROM s1 WHERE sub = 0 AND modelled),
 nearest AS (
-    SELECT n.run_id, n.launcher,
-           arg_min(n.node, n.dist) FILTER (WHERE n.modelled) AS nm,
-           min(n.dist) FILTER (WHERE n.modelled) AS nm_dist
-    FROM nodes n
-    JOIN launchers la ON la.run_id = n.run_id AND la.launcher = n.launcher
-    WHERE NOT la.graph
-    GROUP BY n.run_id, n.launcher
+    SELECT s.run_id, s.pid_k, s.tid_k, s.seq, s.event_index AS launcher, m.event_index AS nm
+    FROM (SELECT * FROM s1 WHERE sub = 0 AND launcher) s
+    ASOF LEFT JOIN m1 m
+      ON m.run_id = s.run_id AND m.pid_k = s.pid_k AND m.tid_k = s.tid_k AND m.lv = s.lv
+     AND s.seq >= m.seq
 ),
+-- an ancestor that is the nearest modelled op of a launcher below it owns its sub-tree
 absorbing AS (
-    SELECT DISTINCT run_id, nm AS node FROM nearest WHERE nm_dist > 0
+    SELECT DISTINCT run_id, nm AS event_index FROM nearest WHERE nm IS NOT NULL AND nm <> launcher
+),
+-- sweep 2, over the absorbing ops and the launchers: the outermost absorbing op around a
+-- launcher (or the launcher itself) is the latest one on level 1, when any is open there
+p2 AS (
+    SELECT o.run_id, o.pid_k, o.tid_k, o.ts_ns, o.dur_ns, o.seq, o.event_index,
+           a.event_index IS NOT NULL AS absorbing, n.launcher IS NOT NULL AS launcher
+    FROM o
+    LEFT JOIN absorbing a ON a.run_id = o.run_id AND a.event_index = o.event_index
+    LEFT JOIN nearest n ON n.run_id = o.run_id AND n.launcher = o.event_index
+    WHERE a.event_index IS NOT NULL OR n.launcher IS NOT NULL
+),
+s2 AS (
+    SELECT *, sum(d) OVER (PARTITION BY run_id, pid_k, tid_k ORDER BY t, k, seq, sub
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lv
+    FROM (
+        SELECT run_id, pid_k, tid_k, ts_ns AS t, 1 AS k, seq, 0 AS sub,
+               CASE WHEN absorbing THEN 1 ELSE 0 END AS d, event_index, absorbing, launcher
+        FROM p2
+        UNION ALL
+        SELECT run_id, pid_k, tid_k, ts_ns + dur_ns AS t, CASE WHEN dur_ns > 0 THEN 0 ELSE 1 END AS k,
+               seq, 1 AS sub, -1 AS d, event_index, absorbing, launcher
+        FROM p2 WHERE absorbing
+    )
 ),
 outer_absorbing AS (
-    SELECT c.run_id, c.launcher, arg_max(c.node, c.dist) AS oa
-    FROM chain c
-    JOIN absorbing a ON a.run_id = c.run_id AND a.node = c.node
-    GROUP BY c.run_id, c.launcher
+    SELECT s.run_id, s.event_index AS launcher, CASE WHEN s.lv >= 1 THEN a.event_index END AS oa
+    FROM (SELECT * FROM s2 WHERE sub = 0 AND launcher) s
+    ASOF LEFT JOIN (SELECT * FROM s2 WHERE sub = 0 AND absorbing AND lv = 1) a
+      ON a.run_id = s.run_id AND a.pid_k = s.pid_k AND a.tid_k = s.tid_k AND s.seq >= a.seq
 ),
 attr AS (
-    SELECT n.run_id, n.launcher, coalesce(o.oa, n.nm, n.launcher) AS attributed
+    SELECT n.run_id, n.launcher, coalesce(x.oa, n.nm, n.launcher) AS attributed
     FROM nearest n
-    LEFT JOIN outer_absorbing o ON o.run_id = n.run_id AND o.launcher = n.launcher
+    LEFT JOIN outer_absorbing x ON x.run_id = n.run_id AND x.launcher = n.launcher
 )
 SELECT
     l.run_id, l.event_index AS gpu_event_index, l.name, l.dur_ns, l.op_kind, l.memcpy_kind,
     l.launcher AS launcher_event_index,
-    w.node AS op_event_index, l.graph,
-    w.op_name, w.input_dims, w.dtype, w.family, w.params,
+    w.event_index AS op_event_index, l.graph,
+    w.name AS op_name, w.input_dims, w.dtype, w.family, w.params,
     CASE WHEN NOT l.graph THEN w.flops END AS flops,
     CASE WHEN NOT l.graph THEN w.bytes END AS bytes,
     w.roof, w.non_contiguous,
@@ -206,9 +242,9 @@ SELECT
     END AS note
 FROM l
 LEFT JOIN attr a ON a.run_id = l.run_id AND a.launcher = l.launcher
-LEFT JOIN nodes w
-  ON w.run_id = l.run_id AND w.launcher = l.launcher
- AND w.node = CASE WHEN l.graph THEN l.launcher ELSE a.attributed END;
+LEFT JOIN o w
+  ON w.run_id = l.run_id
+ AND w.event_index = CASE WHEN l.graph THEN l.launcher ELSE coalesce(a.attributed, l.launcher) END;
 
 CREATE OR REPLACE MACRO roofline_runs(run_list, peak_tflops := NULL, peak_tbs := NULL) AS TABLE
 WITH per_op AS (

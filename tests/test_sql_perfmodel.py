@@ -191,6 +191,11 @@ CASES = [
     # the condition is not a value input; a 0-dim tensor does not promote the dtype
     Case("where", "aten::where", [[5, 5], [5, 5], []], ["bool", FP16, FP16],
          flops=25, bytes=25 * 1 + 25 * 2 + 1 * 2 + 25 * 2),
+    # only 0-dim tensors (real traces: index arithmetic): one element of the first one's dtype
+    Case("mul_0dim", "aten::mul", [[], []], [I64, I64], flops=1, bytes=8 + 8 + 8),
+    # `where` of a condition and two Python scalars: the output dtype is not in the trace
+    Case("where_scalars", "aten::where", [[1024], [], []], ["bool", S, S],
+         note="pointwise inputs not recognised"),
     Case("gelu", "aten::gelu", [[100], []], [FP32, N], flops=100, bytes=100 * 4 * 2),
     Case("fill", "aten::fill_", [[50], []], [BF16, S], flops=0, bytes=50 * 2),
     Case("add_transposed_input", "aten::add", [[4, 8], [4, 8], []], [FP32, FP32, S],
