@@ -36,8 +36,14 @@
 -- tw_gemm_layout_ok(shape, strides)  (scalar macro)
 --   a GEMM operand BLAS reads natively: contiguous, or contiguous with its last two dims
 --   swapped (a transposed view, e.g. nn.Linear's weight in addmm).
+--
+-- Each macro names its arguments once: its body is a lambda over a one-element list
+-- (`list_transform([arg], lambda tw_x: ...)[1]`, a parameter name of its own). A macro's body is pasted at every call with
+-- each argument written out as many times as the body names it, so nested calls on computed
+-- shapes grew to thousands of expressions and DuckDB spent most of a roofline query planning
+-- them (tw_gemm_layout_ok of a parsed shape: 40 ms to plan, 8 ms this way).
 
-CREATE OR REPLACE MACRO tw_dtype(type_name) AS CASE lower(type_name)
+CREATE OR REPLACE MACRO tw_dtype(type_name) AS list_transform([lower(type_name)], lambda tw_dt: CASE tw_dt
     WHEN 'float' THEN 'fp32'
     WHEN 'double' THEN 'fp64'
     WHEN 'c10::half' THEN 'fp16'
@@ -61,9 +67,9 @@ CREATE OR REPLACE MACRO tw_dtype(type_name) AS CASE lower(type_name)
     WHEN 'c10::complex<float>' THEN 'complex64'
     WHEN 'c10::complex<double>' THEN 'complex128'
     ELSE NULL
-END;
+END)[1];
 
-CREATE OR REPLACE MACRO tw_scalar_type(code) AS CASE trim(CAST(code AS VARCHAR))
+CREATE OR REPLACE MACRO tw_scalar_type(code) AS list_transform([trim(CAST(code AS VARCHAR))], lambda tw_st: CASE tw_st
     WHEN '0' THEN 'uint8'
     WHEN '1' THEN 'int8'
     WHEN '2' THEN 'int16'
@@ -84,66 +90,65 @@ CREATE OR REPLACE MACRO tw_scalar_type(code) AS CASE trim(CAST(code AS VARCHAR))
     WHEN '44' THEN 'fp8_e8m0fnu'
     WHEN '45' THEN 'fp4_e2m1fn_x2'
     ELSE NULL
-END;
+END)[1];
 
-CREATE OR REPLACE MACRO tw_dtype_bytes(dtype) AS CASE
-    WHEN dtype = 'complex128' THEN 16
-    WHEN dtype IN ('fp64', 'int64', 'complex64') THEN 8
-    WHEN dtype IN ('fp32', 'int32', 'complex32') THEN 4
-    WHEN dtype IN ('fp16', 'bf16', 'int16') THEN 2
-    WHEN dtype IN ('int8', 'uint8', 'bool') OR dtype LIKE 'fp8%' OR dtype LIKE 'fp4%' THEN 1
+CREATE OR REPLACE MACRO tw_dtype_bytes(dtype) AS list_transform([dtype], lambda tw_db: CASE
+    WHEN tw_db = 'complex128' THEN 16
+    WHEN tw_db IN ('fp64', 'int64', 'complex64') THEN 8
+    WHEN tw_db IN ('fp32', 'int32', 'complex32') THEN 4
+    WHEN tw_db IN ('fp16', 'bf16', 'int16') THEN 2
+    WHEN tw_db IN ('int8', 'uint8', 'bool') OR tw_db LIKE 'fp8%' OR tw_db LIKE 'fp4%' THEN 1
     ELSE NULL
-END;
+END)[1];
 
-CREATE OR REPLACE MACRO tw_roof_dtype(dtype) AS CASE
-    WHEN dtype LIKE 'fp8%' THEN 'fp8'
-    WHEN dtype IN ('int8', 'uint8') THEN 'int8'
-    WHEN dtype IN ('fp32', 'fp16', 'bf16') THEN dtype
+CREATE OR REPLACE MACRO tw_roof_dtype(dtype) AS list_transform([dtype], lambda tw_rd: CASE
+    WHEN tw_rd LIKE 'fp8%' THEN 'fp8'
+    WHEN tw_rd IN ('int8', 'uint8') THEN 'int8'
+    WHEN tw_rd IN ('fp32', 'fp16', 'bf16') THEN tw_rd
     ELSE NULL
-END;
+END)[1];
 
-CREATE OR REPLACE MACRO tw_numel(shape) AS CASE
-    WHEN shape IS NULL THEN NULL
-    WHEN len(shape) = 0 THEN CAST(1 AS BIGINT)
-    ELSE CAST(list_reduce(shape, lambda a, b: a * b) AS BIGINT)
-END;
+CREATE OR REPLACE MACRO tw_numel(shape) AS list_transform([shape], lambda tw_ne: CASE
+    WHEN tw_ne IS NULL THEN NULL
+    WHEN len(tw_ne) = 0 THEN CAST(1 AS BIGINT)
+    ELSE CAST(list_reduce(tw_ne, lambda a, b: a * b) AS BIGINT)
+END)[1];
 
-CREATE OR REPLACE MACRO tw_shape(j) AS CASE
-    WHEN len(list_filter(TRY_CAST(j AS BIGINT[]), lambda v: v IS NULL)) = 0
-    THEN TRY_CAST(j AS BIGINT[])
-END;
+CREATE OR REPLACE MACRO tw_shape(j) AS list_transform([TRY_CAST(j AS BIGINT[])], lambda tw_sh: CASE
+    WHEN len(list_filter(tw_sh, lambda tw_e: tw_e IS NULL)) = 0 THEN tw_sh
+END)[1];
 
-CREATE OR REPLACE MACRO tw_int_list(t) AS coalesce(
-    TRY_CAST(t AS BIGINT[]),
-    CASE WHEN TRY_CAST(t AS BIGINT) IS NOT NULL THEN [TRY_CAST(t AS BIGINT)] END
-);
+CREATE OR REPLACE MACRO tw_int_list(t) AS list_transform([t], lambda tw_il: coalesce(
+    TRY_CAST(tw_il AS BIGINT[]),
+    CASE WHEN TRY_CAST(tw_il AS BIGINT) IS NOT NULL THEN [TRY_CAST(tw_il AS BIGINT)] END
+))[1];
 
-CREATE OR REPLACE MACRO tw_pad_shape(s, n) AS
-    list_concat(list_resize(CAST([] AS BIGINT[]), n - len(s), 1), s);
+CREATE OR REPLACE MACRO tw_pad_shape(s, n) AS list_transform([{'s': s, 'n': n}], lambda tw_ps:
+    list_concat(list_resize(CAST([] AS BIGINT[]), tw_ps.n - len(tw_ps.s), 1), tw_ps.s))[1];
 
-CREATE OR REPLACE MACRO tw_broadcast(a, b) AS CASE
-    WHEN a IS NULL OR b IS NULL THEN NULL
+CREATE OR REPLACE MACRO tw_broadcast(a, b) AS list_transform([{'a': a, 'b': b}], lambda tw_bc: CASE
+    WHEN tw_bc.a IS NULL OR tw_bc.b IS NULL THEN NULL
     ELSE list_transform(
-        list_zip(tw_pad_shape(a, greatest(len(a), len(b))), tw_pad_shape(b, greatest(len(a), len(b)))),
+        list_zip(tw_pad_shape(tw_bc.a, greatest(len(tw_bc.a), len(tw_bc.b))), tw_pad_shape(tw_bc.b, greatest(len(tw_bc.a), len(tw_bc.b)))),
         lambda p: CASE WHEN p[1] = 1 THEN p[2] ELSE p[1] END
     )
-END;
+END)[1];
 
-CREATE OR REPLACE MACRO tw_contiguous(shape, strides) AS CASE
-    WHEN shape IS NULL OR strides IS NULL OR len(shape) <> len(strides) THEN NULL
-    WHEN len(shape) = 0 THEN true
+CREATE OR REPLACE MACRO tw_contiguous(shape, strides) AS list_transform([{'s': shape, 't': strides}], lambda tw_ct: CASE
+    WHEN tw_ct.s IS NULL OR tw_ct.t IS NULL OR len(tw_ct.s) <> len(tw_ct.t) THEN NULL
+    WHEN len(tw_ct.s) = 0 THEN true
     ELSE list_bool_and(list_transform(
-        range(1, len(shape) + 1),
-        lambda i: shape[i] <= 1 OR strides[i] = 0 OR strides[i] = tw_numel(list_transform(
-            list_filter(list_zip(shape[i + 1:], strides[i + 1:]), lambda p: p[2] <> 0),
+        range(1, len(tw_ct.s) + 1),
+        lambda i: tw_ct.s[i] <= 1 OR tw_ct.t[i] = 0 OR tw_ct.t[i] = tw_numel(list_transform(
+            list_filter(list_zip(tw_ct.s[i + 1:], tw_ct.t[i + 1:]), lambda p: p[2] <> 0),
             lambda p: p[1]))
     ))
-END;
+END)[1];
 
-CREATE OR REPLACE MACRO tw_swap_last2(x) AS CASE
-    WHEN x IS NULL OR len(x) < 2 THEN x
-    ELSE list_concat(x[1:len(x) - 2], [x[len(x)], x[len(x) - 1]])
-END;
+CREATE OR REPLACE MACRO tw_swap_last2(x) AS list_transform([x], lambda tw_sw: CASE
+    WHEN tw_sw IS NULL OR len(tw_sw) < 2 THEN tw_sw
+    ELSE list_concat(tw_sw[1:len(tw_sw) - 2], [tw_sw[len(tw_sw)], tw_sw[len(tw_sw) - 1]])
+END)[1];
 
-CREATE OR REPLACE MACRO tw_gemm_layout_ok(shape, strides) AS
-    tw_contiguous(shape, strides) OR tw_contiguous(tw_swap_last2(shape), tw_swap_last2(strides));
+CREATE OR REPLACE MACRO tw_gemm_layout_ok(shape, strides) AS list_transform([{'s': shape, 't': strides}], lambda tw_gl:
+    tw_contiguous(tw_gl.s, tw_gl.t) OR tw_contiguous(tw_swap_last2(tw_gl.s), tw_swap_last2(tw_gl.t)))[1];

@@ -100,7 +100,7 @@ WITH sig0 AS (
         regexp_replace(op_name, '_$', '') AS base
     FROM op_signatures(run_list)
 ),
-sig AS (
+sig AS MATERIALIZED (
     SELECT
         *,
         list_transform(sh, lambda s: tw_numel(s)) AS ne,

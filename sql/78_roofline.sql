@@ -25,6 +25,12 @@
 --   ancestor owns all of its sub-tree's GPU ops, so its time and its FLOPs cover the same
 --   work; the outermost such ancestor wins. Graph-launched GPU ops stay with their launcher
 --   and are never modelled (the op around a graph launch did not issue those kernels).
+--   Computed without walking the ancestor chain and without joins on time: nesting is by
+--   time on each (run, pid, tid) as in cpu_op_parents (by start, longer first; an end before
+--   a start at one instant); a sweep over the modelled ops counts how many are open at each
+--   launcher, and a window over that level takes the latest modelled op started on it (the
+--   innermost one around the launcher); a second sweep over the absorbing ops takes the
+--   latest one started on level 1 (the outermost one around the launcher).
 --
 -- roofline_runs(run_list, peak_tflops := NULL, peak_tbs := NULL)  (table macro)
 --   grain: one row per (run, attributed op name, its Input Dims, dtype, params, note) of the
@@ -125,21 +131,25 @@ g AS (
 o AS MATERIALIZED (
     SELECT
         a.run_id, a.event_index, a.name, a.pid, a.tid, a.ts_ns, a.dur_ns, a.input_dims,
-        coalesce(a.pid, -1) AS pid_k, coalesce(a.tid, -1) AS tid_k,
-        row_number() OVER (
-            PARTITION BY a.run_id, coalesce(a.pid, -1), coalesce(a.tid, -1)
-            ORDER BY a.ts_ns, a.dur_ns DESC, a.event_index
-        ) AS seq,
+        a.pid_k, a.tid_k, a.seq,
         w.dtype, w.family, w.params, w.flops, w.bytes, w.roof, w.non_contiguous, w.note,
         coalesce(w.flops IS NOT NULL AND w.bytes IS NOT NULL, false) AS modelled
-    FROM cpu_op_args(run_list) a
+    FROM (
+        -- numbered before the join: the window sorts the op rows, not their work columns
+        SELECT *, coalesce(pid, -1) AS pid_k, coalesce(tid, -1) AS tid_k,
+               row_number() OVER (
+                   PARTITION BY run_id, coalesce(pid, -1), coalesce(tid, -1)
+                   ORDER BY ts_ns, dur_ns DESC, event_index
+               ) AS seq
+        FROM cpu_op_args(run_list)
+        WHERE dur_ns IS NOT NULL AND ts_ns IS NOT NULL
+    ) a
     LEFT JOIN op_work(run_list) w
       ON w.run_id = a.run_id AND w.op_name = a.name
      AND w.input_dims IS NOT DISTINCT FROM a.input_dims
      AND w.input_types IS NOT DISTINCT FROM a.input_types
      AND w.input_strides IS NOT DISTINCT FROM a.input_strides
      AND w.concrete_inputs IS NOT DISTINCT FROM a.concrete_inputs
-    WHERE a.dur_ns IS NOT NULL AND a.ts_ns IS NOT NULL
 ),
 -- the launcher: the cpu_op the linkage named (the innermost one of identical spans)
 l AS (
@@ -167,7 +177,7 @@ p1 AS (
 -- ops are open at an op's start, itself included (ends before starts at one instant, as in
 -- cpu_op_parents). A modelled op's own lv is its level among the modelled ops; the innermost
 -- modelled op around a launcher (or the launcher itself) is the latest modelled op that
--- started before it on that level.
+-- started before it on that level (a window over the level, no join).
 s1 AS (
     SELECT *, sum(d) OVER (PARTITION BY run_id, pid_k, tid_k ORDER BY t, k, seq, sub
                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS lv
@@ -181,20 +191,24 @@ s1 AS (
         FROM p1 WHERE modelled
     )
 ),
-m1 AS (SELECT run_id, pid_k, tid_k, seq, lv, event_index FROM s1 WHERE sub = 0 AND modelled),
 nearest AS (
-    SELECT s.run_id, s.pid_k, s.tid_k, s.seq, s.event_index AS launcher, m.event_index AS nm
-    FROM (SELECT * FROM s1 WHERE sub = 0 AND launcher) s
-    ASOF LEFT JOIN m1 m
-      ON m.run_id = s.run_id AND m.pid_k = s.pid_k AND m.tid_k = s.tid_k AND m.lv = s.lv
-     AND s.seq >= m.seq
+    SELECT run_id, launcher, nm
+    FROM (
+        SELECT run_id, sub, launcher AS is_launcher, event_index AS launcher,
+               last_value(CASE WHEN sub = 0 AND modelled THEN event_index END IGNORE NULLS) OVER (
+                   PARTITION BY run_id, pid_k, tid_k, lv ORDER BY t, k, seq, sub
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS nm
+        FROM s1
+    )
+    WHERE sub = 0 AND is_launcher
 ),
 -- an ancestor that is the nearest modelled op of a launcher below it owns its sub-tree
 absorbing AS (
     SELECT DISTINCT run_id, nm AS event_index FROM nearest WHERE nm IS NOT NULL AND nm <> launcher
 ),
 -- sweep 2, over the absorbing ops and the launchers: the outermost absorbing op around a
--- launcher (or the launcher itself) is the latest one on level 1, when any is open there
+-- launcher (or the launcher itself) is the latest one that started on level 1, when any is
+-- open there
 p2 AS (
     SELECT o.run_id, o.pid_k, o.tid_k, o.ts_ns, o.dur_ns, o.seq, o.event_index,
            a.event_index IS NOT NULL AS absorbing, n.launcher IS NOT NULL AS launcher
@@ -217,10 +231,15 @@ s2 AS (
     )
 ),
 outer_absorbing AS (
-    SELECT s.run_id, s.event_index AS launcher, CASE WHEN s.lv >= 1 THEN a.event_index END AS oa
-    FROM (SELECT * FROM s2 WHERE sub = 0 AND launcher) s
-    ASOF LEFT JOIN (SELECT * FROM s2 WHERE sub = 0 AND absorbing AND lv = 1) a
-      ON a.run_id = s.run_id AND a.pid_k = s.pid_k AND a.tid_k = s.tid_k AND s.seq >= a.seq
+    SELECT run_id, launcher, CASE WHEN lv >= 1 THEN oa END AS oa
+    FROM (
+        SELECT run_id, sub, lv, launcher AS is_launcher, event_index AS launcher,
+               last_value(CASE WHEN sub = 0 AND absorbing AND lv = 1 THEN event_index END IGNORE NULLS) OVER (
+                   PARTITION BY run_id, pid_k, tid_k ORDER BY t, k, seq, sub
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS oa
+        FROM s2
+    )
+    WHERE sub = 0 AND is_launcher
 ),
 attr AS (
     SELECT n.run_id, n.launcher, coalesce(x.oa, n.nm, n.launcher) AS attributed

@@ -217,6 +217,14 @@ CASES = [
     Case("copy_cast", "aten::copy_", [[32, 32], [32, 32], []], [BF16, FP32, S],
          concrete=["", "", "False"], flops=0, bytes=1024 * 4 + 1024 * 2,
          expect={"family": "copy", "dtype": "fp32", "params": "elements=1024 cast fp32->bf16"}),
+    # clone of a transposed [1, 768, 8] view (H100 trace): the 768-dim has stride 1 but the
+    # 8-dim after it stride 768, not 1: a layout change, not a plain copy
+    Case("clone_transposed", "aten::clone", [[1, 768, 8], []], [BF16, S], concrete=["", "0"],
+         strides=[[6144, 1, 768], []], flops=0, bytes=6144 * 2 * 2,
+         expect={"non_contiguous": True}),
+    Case("clone_dense", "aten::clone", [[1, 768, 8], []], [BF16, S], concrete=["", "0"],
+         strides=[[6144, 8, 1], []], flops=0, bytes=6144 * 2 * 2,
+         expect={"non_contiguous": False}),
     Case("to_copy", "aten::_to_copy", [[10]] + [[]] * 6, [FP32, S, N, N, N, S, N],
          concrete=["", "15", "", "", "", "False", ""], flops=0, bytes=10 * 4 + 10 * 2),
     # 5 rows of 16 gathered: indices read, rows read, rows written
