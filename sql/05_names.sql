@@ -7,6 +7,9 @@
 --                                          "DtoD", "PtoP", "HtoH", ...); NULL when not a copy
 --   tw_short_name(name)        -> VARCHAR  readable kernel name: return type, templates <...>,
 --                                          argument lists (...), namespaces stripped
+--   tw_launch_kind(name)       -> VARCHAR  what a runtime call enqueues: graph (a CUDA/HIP
+--                                          graph launch), memcpy, memset, kernel (a kernel
+--                                          launch), other (any other call); NULL for NULL
 --   tw_category(name, cat)     -> VARCHAR  gemm | attention | conv | norm | elementwise |
 --                                          reduction | communication | memcpy_HtoD |
 --                                          memcpy_DtoH | memcpy_DtoD | memcpy_PtoP |
@@ -30,6 +33,17 @@
 -- unrolled_*, index*, multi_tensor_apply), other by name (embedding, sort, bucketize,
 -- searchsorted, unique), reduction (reduce, softmax, pooling, scan, ...), elementwise by
 -- operation (add, mul, copy, fill, activations, ...), other.
+
+CREATE OR REPLACE MACRO tw_launch_kind(name) AS
+    CASE
+        WHEN name IS NULL THEN NULL
+        WHEN regexp_matches(name, '^(?:cuda|hip|cu)GraphLaunch') THEN 'graph'
+        WHEN contains(name, 'Memcpy') THEN 'memcpy'
+        WHEN contains(name, 'Memset') THEN 'memset'
+        WHEN regexp_matches(name, 'Launch(?:Cooperative)?Kernel|^mtia\w*(?:Launch|Enqueue)')
+            THEN 'kernel'
+        ELSE 'other'
+    END;
 
 CREATE OR REPLACE MACRO tw_op_kind(cat, name) AS
     CASE

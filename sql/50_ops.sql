@@ -4,10 +4,13 @@
 --   grain: one row per (op_name, op_input_dims) of run `run`: the innermost CPU operator
 --          enclosing each GPU op's launch and its "Input Dims" (NULL op_name: GPU ops with no
 --          enclosing operator).
---   columns: op_name, op_input_dims, op_calls (distinct operator instances, by
---            op_external_id, else op_ts_ns), kernels (GPU ops), gpu_ns (sum of their
---            durations), mean_gpu_ns_per_call (gpu_ns / op_calls), kernel_names (distinct
---            short names of those GPU ops, sorted)
+--          Kernels replayed by a CUDA/HIP graph get the operator that recorded them in the
+--          graph's capture (gpu_ops_attributed, 45_graphs.sql).
+--   columns: op_name, op_input_dims, op_calls (distinct operator calls: by op_external_id,
+--            else op_ts_ns; a replayed op's call is its graph launch and capture operator),
+--            kernels (GPU ops), gpu_ns (sum of their durations), mean_gpu_ns_per_call (gpu_ns /
+--            op_calls), kernel_names (distinct short names of those GPU ops, sorted),
+--            from_capture (GPU ops attributed through a graph capture)
 --
 -- cpu_op_nesting(run)  (table macro)
 --   grain: one row per `events` row of cat cpu_op of run `run` with a duration.
@@ -29,15 +32,14 @@ CREATE OR REPLACE MACRO op_gpu_time(run) AS TABLE
 SELECT
     op_name,
     op_input_dims,
-    count(DISTINCT coalesce(op_external_id, op_ts_ns)) AS op_calls,
+    count(DISTINCT op_call) AS op_calls,
     count(*) AS kernels,
     CAST(coalesce(sum(dur_ns), 0) AS BIGINT) AS gpu_ns,
-    coalesce(sum(dur_ns), 0) / nullif(count(DISTINCT coalesce(op_external_id, op_ts_ns)), 0)
-        AS mean_gpu_ns_per_call,
+    coalesce(sum(dur_ns), 0) / nullif(count(DISTINCT op_call), 0) AS mean_gpu_ns_per_call,
     list(DISTINCT short_name ORDER BY short_name) FILTER (WHERE short_name IS NOT NULL)
-        AS kernel_names
-FROM gpu_ops
-WHERE run_id = run
+        AS kernel_names,
+    count(*) FILTER (WHERE attribution = 'capture') AS from_capture
+FROM gpu_ops_attributed(run)
 GROUP BY op_name, op_input_dims
 ORDER BY gpu_ns DESC, op_name, op_input_dims;
 

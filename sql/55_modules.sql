@@ -1,4 +1,5 @@
--- 55_modules.sql: GPU time per nn.Module (module attribution) and the module tree.
+-- 55_modules.sql: GPU time per nn.Module (module attribution) and the module tree (the
+-- 'module' kind of 54_attribution.sql).
 --
 -- Module paths come from the ingest (gpu_ops.module_path): the `nn.Module: X` python_function
 -- spans enclosing each GPU op's launch call on the launch's thread, outermost first, names
@@ -34,90 +35,12 @@
 --            ts_ns < end_ns.
 
 CREATE OR REPLACE MACRO module_gpu_time(run, max_depth := NULL) AS TABLE
-WITH g AS (
-    SELECT CASE WHEN module_path IS NOT NULL THEN array_to_string(
-               list_slice(string_split(module_path, '/'), 1,
-                          coalesce(max_depth, len(string_split(module_path, '/')))), '/')
-           END AS path,
-           dur_ns
-    FROM gpu_ops
-    WHERE run_id = run
-),
-calls AS (
-    SELECT module_path AS path, count(*) AS calls FROM module_spans
-    WHERE run_id = run GROUP BY module_path
-),
-agg AS (
-    SELECT path, count(*) AS kernels, CAST(coalesce(sum(dur_ns), 0) AS BIGINT) AS gpu_ns
-    FROM g GROUP BY path
-)
-SELECT
-    agg.path AS module_path,
-    CAST(coalesce(len(string_split(agg.path, '/')), 0) AS BIGINT) AS depth,
-    CAST(coalesce(c.calls, 0) AS BIGINT) AS calls,
-    agg.kernels,
-    agg.gpu_ns,
-    100.0 * agg.gpu_ns / nullif(sum(agg.gpu_ns) OVER (), 0) AS pct
-FROM agg
-LEFT JOIN calls c ON c.path = agg.path
-ORDER BY agg.gpu_ns DESC, agg.path NULLS LAST;
+SELECT path AS module_path, * EXCLUDE (path)
+FROM attribution_time(run, 'module', max_depth := max_depth);
 
 CREATE OR REPLACE MACRO module_tree(run, max_depth := NULL, top := NULL) AS TABLE
-WITH g AS (
-    SELECT string_split(module_path, '/') AS names, dur_ns
-    FROM gpu_ops
-    WHERE run_id = run AND module_path IS NOT NULL
-),
-cut AS (
-    SELECT names[1:least(len(names), coalesce(max_depth, len(names)))] AS names, dur_ns FROM g
-),
-nodes AS (
-    SELECT array_to_string(names[1:d], '/') AS path, d AS lvl, d = len(names) AS own, dur_ns
-    FROM (SELECT names, dur_ns, unnest(generate_series(1, len(names))) AS d FROM cut)
-),
-agg AS (
-    SELECT path, any_value(lvl) AS lvl, count(*) AS kernels,
-           CAST(coalesce(sum(dur_ns), 0) AS BIGINT) AS gpu_ns,
-           CAST(coalesce(sum(dur_ns) FILTER (WHERE own), 0) AS BIGINT) AS self_gpu_ns
-    FROM nodes GROUP BY path
-),
-ranked AS (
-    SELECT *, row_number() OVER (
-        PARTITION BY CASE WHEN lvl > 1 THEN array_to_string(string_split(path, '/')[1:lvl - 1], '/') END
-        ORDER BY gpu_ns DESC, path) AS r
-    FROM agg
-),
-keys AS (
-    SELECT a.path, list(p.r ORDER BY p.lvl) AS k
-    FROM agg a
-    JOIN ranked p ON a.path = p.path OR starts_with(a.path, p.path || '/')
-    GROUP BY a.path
-),
-total AS (
-    SELECT CAST(coalesce(sum(dur_ns), 0) AS BIGINT) AS t,
-           count(*) FILTER (WHERE module_path IS NULL) AS bare_ops,
-           CAST(coalesce(sum(dur_ns) FILTER (WHERE module_path IS NULL), 0) AS BIGINT) AS bare_ns
-    FROM gpu_ops WHERE run_id = run
-),
-calls AS (
-    SELECT module_path AS path, count(*) AS calls FROM module_spans
-    WHERE run_id = run GROUP BY module_path
-),
-rows AS (
-    SELECT a.path AS module_path, string_split(a.path, '/')[-1] AS name,
-           CAST(a.lvl AS BIGINT) AS depth, CAST(coalesce(c.calls, 0) AS BIGINT) AS calls,
-           a.kernels, a.gpu_ns, a.self_gpu_ns, k.k AS sort_key
-    FROM agg a JOIN keys k USING (path) LEFT JOIN calls c ON c.path = a.path
-    UNION ALL
-    SELECT NULL, NULL, CAST(0 AS BIGINT), CAST(0 AS BIGINT), bare_ops, bare_ns, bare_ns, NULL
-    FROM total WHERE bare_ops > 0
-)
-SELECT module_path, name, depth, calls, kernels, gpu_ns, self_gpu_ns,
-       100.0 * gpu_ns / nullif((SELECT t FROM total), 0) AS pct
-FROM rows
-QUALIFY top IS NULL
-     OR row_number() OVER (ORDER BY gpu_ns DESC, depth, module_path NULLS LAST) <= top
-ORDER BY sort_key NULLS LAST;
+SELECT path AS module_path, * EXCLUDE (path)
+FROM attribution_tree(run, 'module', max_depth := max_depth, top := top);
 
 CREATE OR REPLACE MACRO module_segments(run) AS TABLE
 WITH pts AS (

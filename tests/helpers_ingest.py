@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.parse
@@ -31,10 +33,10 @@ GPU_CATS = frozenset(
     {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"}
 )
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "hip_runtime"})
-CPU_OP_CATS = frozenset({"cpu_op", "user_annotation", "Operator"})
+CPU_OP_CATS = frozenset({"cpu_op", "Operator"})  # operators: annotations are apart
 CHILD_TABLES = (
     "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python",
-    "module_spans", "threads",
+    "module_spans", "annotation_spans", "graph_nodes", "threads",
 )
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,13 +73,15 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
                 module = isinstance(name, str) and name.startswith("nn.Module: ")
                 if module or not skip_python:  # --skip-python keeps the nn.Module spans
                     out["python"] += 1
-                ids = [ev.get("pid"), ev.get("tid")]
-                if module and _int_ns(ev.get("dur")) and ev.get("ts") is not None and all(
-                    v is not None and not isinstance(v, list | dict) for v in ids
-                ):
+                if module and _span(ev):
                     out["module_spans"] += 1
                 continue
             out["events"] += 1
+            name = ev.get("name")
+            if cat == "user_annotation" and _span(ev) and name is not None and not (
+                isinstance(name, str) and name.startswith("ProfilerStep#")
+            ):
+                out["annotation_spans"] += 1
             if isinstance(cat, str) and cat in GPU_CATS:
                 out["gpu_ops"] += 1
             name = ev.get("name")
@@ -106,7 +110,16 @@ def expected_rows(events: list[Any], *, skip_python: bool = False) -> dict[str, 
             out["instants"] += 1
     out["threads"] = len(thread_rows)
     out["steps"] = len(steps)
+    out["graph_nodes"] = len(captured_launches(events))
     return {t: out.get(t, 0) for t in CHILD_TABLES}
+
+
+def _span(ev: dict[str, Any]) -> bool:
+    """A span the linkage nests: a positive duration, a start, typed pid and tid."""
+    ids = [ev.get("pid"), ev.get("tid")]
+    return bool(_int_ns(ev.get("dur"))) and ev.get("ts") is not None and all(
+        v is not None and not isinstance(v, list | dict) for v in ids
+    )
 
 
 def _int_ns(value: Any) -> int:
@@ -116,6 +129,35 @@ def _int_ns(value: Any) -> int:
     except (ArithmeticError, ValueError):
         return 0
     return n if n is not None and n > 0 else 0
+
+
+_BEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")
+_END = re.compile(r"^(?:cuda|hip)StreamEndCapture")
+_LAUNCH = re.compile(r"Memcpy|Memset|Launch(?:Cooperative)?Kernel|^mtia\w*(?:Launch|Enqueue)")
+
+
+def captured_launches(events: list[Any]) -> list[tuple[int, int]]:
+    """(capture, event index) of each launch between a BeginCapture and the EndCapture after it.
+
+    Captures are numbered from 1 by begin time; a launch is a kernel, memcpy or memset call
+    (not a graph launch) of a runtime category on the capturing thread.
+    """
+    calls: dict[tuple[Any, Any], list[tuple[int, int, str]]] = {}
+    for i, ev in enumerate(events):
+        if (isinstance(ev, dict) and ev.get("ph") == "X" and ev.get("cat") in RUNTIME_CATS
+                and isinstance(ev.get("name"), str) and ev.get("ts") is not None):
+            calls.setdefault((ev.get("pid"), ev.get("tid")), []).append((ns(ev["ts"]) or 0, i, ev["name"]))
+    windows = []
+    for key, rows in calls.items():
+        marks = sorted((t, i, n) for t, i, n in rows if _BEGIN.match(n) or _END.match(n))
+        for (t, i, n), nxt in itertools.pairwise(marks):
+            if _BEGIN.match(n) and _END.match(nxt[2]):
+                windows.append((t, i, nxt[0], key))
+    out = []
+    for k, (t0, _, t1, key) in enumerate(sorted(windows), start=1):
+        out += [(k, i) for t, i, n in sorted(calls[key]) if t0 < t < t1 and _LAUNCH.search(n)
+                and "GraphLaunch" not in n]
+    return out
 
 
 def sha256(path: Path) -> str:

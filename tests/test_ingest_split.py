@@ -22,7 +22,7 @@ from tracewh.synth import SynthConfig, write_trace
 
 _TABLES = (
     "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python",
-    "module_spans", "threads",
+    "module_spans", "annotation_spans", "graph_nodes", "threads",
 )
 _VOLATILE = ("ingest_id", "ingested_at", "tracewh_version", "source_path", "job")
 

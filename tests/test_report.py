@@ -57,7 +57,7 @@ def test_report_files_and_charts(built: tuple[Path, ReportResult]) -> None:
     assert "steps" in result.empty and "ranks" in result.empty
     md = (out / "report.md").read_text()
     assert "![Top kernels](charts/top_kernels.png)" in md
-    assert "_No ProfilerStep in this trace._" in md
+    assert "_No steps in this trace (no ProfilerStep#N; ingest with --step-marker to define them)._" in md
     assert "total (ms)" in md and "mean (µs)" in md  # tables carry units
     page = (out / "report.html").read_text()
     assert page.count("src='data:image/png;base64,") == len(result.charts)

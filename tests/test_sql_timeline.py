@@ -49,27 +49,33 @@ def test_breakdown_sums_to_the_window() -> None:
     )
 
 
-def test_steps() -> None:
-    con = warehouse(gpu_ops=GPU, steps=STEPS)
-    got = query(con, "SELECT * FROM step_summary(?) WHERE device = 0", [RUN])
-    s1, s2 = got.row(0, named=True), got.row(1, named=True)
-    assert (s1["wall_ns"], s1["gpu_busy_ns"], s1["gpu_idle_ns"], s1["ops"]) == (160, 160, 0, 3)
-    assert (s1["top_kernel"], s1["top_kernel_ns"], s1["bound"]) == (
-        "K1",
-        100,
-        "gpu",
-    )  # K1 and N1 tie at 100 ns: first name
-    # step 2 [160, 400): busy [160, 200) + [300, 350); K2's 200 ns gap (launched at 250, after
-    # K1 ended at 100) ends at 300: host wait
-    assert (s2["wall_ns"], s2["gpu_busy_ns"], s2["gpu_idle_ns"], s2["ops"]) == (240, 90, 150, 1)
-    assert (s2["host_wait_ns"], s2["kernel_wait_ns"], s2["other_wait_ns"], s2["bound"]) == (
-        200,
-        0,
-        0,
-        "cpu",
-    )
-    dev1 = query(con, "SELECT step, gpu_busy_ns, ops FROM step_summary(?) WHERE device = 1", [RUN])
-    assert dev1.rows() == [(1, 0, 0), (2, 0, 0)]
+def test_steps_by_launch() -> None:
+    """Hand-worked: each step owns the GPU ops it launched, tail and idle parts add up."""
+    steps = [{"step": 1, "ts_ns": 0, "dur_ns": 160}, {"step": 2, "ts_ns": 160, "dur_ns": 240}]
+    gpu = [
+        _g("A", 10, 50, 7, launch_ts_ns=5, step=1),
+        _g("B", 80, 40, 7, launch_ts_ns=70, step=1),    # gap 60->80 launched at 70: host wait 20
+        _g("C", 130, 70, 7, launch_ts_ns=100, step=1),  # gap 120->130, launched before: kernel wait 10
+        _g("D", 210, 40, 7, launch_ts_ns=170, step=2),  # C (step 1) runs until 200: tail 40
+        _g("E", 300, 20, 7, launch_ts_ns=260, step=2),  # gap 250->300 launched at 260: host wait 50
+        _g("F", 330, 5, 7, step=2),                     # unlinked: never a host wait (10)
+        _g("M", 170, 10, 3, launch_ts_ns=165, step=2, device=1),
+    ]
+    con = warehouse(gpu_ops=gpu, steps=steps)
+    got = {(r["step"], r["device"]): r for r in
+           query(con, "SELECT * FROM step_summary(?)", [RUN]).iter_rows(named=True)}
+    keys = ("wall_ns", "gpu_busy_ns", "gpu_idle_ns", "gpu_tail_ns", "ops", "lead_ns",
+            "host_wait_ns", "kernel_wait_ns", "other_wait_ns", "trail_ns", "top_kernel", "bound")
+    want = {
+        (1, 0): (160, 160, 40, 40, 3, 10, 20, 10, 0, 0, "C", "cpu"),
+        (2, 0): (240, 65, 175, 0, 3, 50, 50, 10, 0, 65, "D", "cpu"),
+        (1, 1): (160, 0, 160, 0, 0, 160, 0, 0, 0, 0, None, "cpu"),
+        (2, 1): (240, 10, 230, 0, 1, 10, 0, 0, 0, 220, "M", "gpu"),
+    }
+    assert {k: tuple(v[c] for c in keys) for k, v in got.items()} == want
+    for r in got.values():
+        assert r["gpu_idle_ns"] == (r["lead_ns"] + r["host_wait_ns"] + r["kernel_wait_ns"]
+                                    + r["other_wait_ns"] + r["trail_ns"])
 
 
 def test_op_attribution_and_memcpy() -> None:

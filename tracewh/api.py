@@ -25,6 +25,7 @@ from tracewh import memory as _mem
 from tracewh.db import (
     Rows,
     TableInfo,
+    catalog_schema_key,
     catalog_tables,
     connect_catalog,
     fetch_frame,
@@ -103,6 +104,7 @@ class Warehouse:
         labels: Mapping[str, str] | None = None,
         jobs: int | str = "auto",
         steps: int | None = None,
+        step_marker: str | None = None,
         skip_python: bool = False,
         force: bool = False,
         job: str | None = None,
@@ -122,8 +124,11 @@ class Warehouse:
 
         if steps is not None and steps < 1:
             raise UsageError("--steps must be at least 1")
+        if step_marker is not None and not step_marker.strip():
+            raise UsageError("--step-marker must not be empty")
         options = IngestOptions(
-            labels=dict(labels or {}), steps=steps, skip_python=skip_python, force=force, job=job
+            labels=dict(labels or {}), steps=steps, step_marker=step_marker,
+            skip_python=skip_python, force=force, job=job,
         )
         return ingest_paths(
             self.store, paths, options, jobs=jobs, executor=executor, on_result=on_result
@@ -164,13 +169,15 @@ class Warehouse:
         con = connect_catalog()
         try:
             tables = catalog_tables(con)
-            self.store.require(tables=[n for n, _ in tables])
+            partial = self.store.require(
+                tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
+            )
             live = self._guard_log(lambda: self.store.snapshot_live(tables))
             if not live.get("runs"):
                 raise EmptyWarehouseError(self.root)
             if self.store.remote:
                 con.register_filesystem(self.store.filesystem())
-            self._pinned = _Pinned(con, tables, live)
+            self._pinned = _Pinned(con, tables, live, partial)
             yield self
         finally:
             self._pinned = None
@@ -206,18 +213,18 @@ class Warehouse:
         try:
             tables = pinned.tables if pinned is not None else catalog_tables(con)
             wanted = tables if only is None else [t for t in tables if t[0] == only]
+            partial = self._partial(con, tables)
             if pinned is not None:
                 files = select_files({n: pinned.live[n] for n, _ in wanted}, dict(tables),
                                      days=days, since=since)
             else:
-                self.store.require(tables=[n for n, _ in tables])
                 files = self._snapshot(wanted, days=days, since=since)
             if not files.get("runs"):
                 raise EmptyWarehouseError(self.root)
             if self.store.remote and (pinned is None or own):
                 con.register_filesystem(self.store.filesystem())
             try:
-                shadow_files(con, files, reset=pinned is not None and not own)
+                shadow_files(con, files, reset=pinned is not None and not own, partial=partial)
             except duckdb.Error as exc:
                 raise WarehouseError(
                     self.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
@@ -226,6 +233,15 @@ class Warehouse:
             self._release(con)
             raise
         return con
+
+    def _partial(self, con: duckdb.DuckDBPyConnection, tables: list[TableInfo]) -> frozenset[str]:
+        """The tables to read by column name (older files lack columns): the session's, or
+        from :meth:`Store.require` (which brings an older warehouse up to date)."""
+        if self._pinned is not None:
+            return self._pinned.partial
+        return self.store.require(
+            tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
+        )
 
     def _release(self, con: duckdb.DuckDBPyConnection) -> None:
         """Close ``con`` unless it is the session's."""
@@ -479,23 +495,34 @@ class Warehouse:
 
     # -------------------------------------------------------------- analyses
     @contextlib.contextmanager
-    def _run_conn(self, run: RunSelector) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunRef]]:
+    def _run_conn(
+        self, run: RunSelector, *, graphs: bool = False
+    ) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunRef]]:
         """One connection for one run: ``runs`` read and the run resolved, then its day's files.
 
         ``runs`` is read before the child tables (so every child row of a run it
-        lists is in their snapshots), and only once.
+        lists is in their snapshots), and only once. ``graphs``: for an analysis that maps
+        CUDA/HIP graph replays to their captures (``sql/45_graphs.sql``), a replay run's
+        connection also holds the days of its job's capture and replay runs.
         """
         with self._conn(only="runs") as con:
             ref = self._resolve(con, run)
             tables = [t for t in catalog_tables(con) if t[0] != "runs"]
-            files = self._snapshot(tables, days=[ref.day], since=None)
-            shadow_files(con, files, reset=self._pinned is not None)
+            days = {ref.day}
+            if graphs:  # a replay's captures may be on another day than the replay
+                days |= {r[0] for r in con.execute(
+                    "SELECT DISTINCT day FROM runs WHERE job = $job AND kind IN ('capture', 'replay') "
+                    "AND (SELECT kind FROM runs WHERE run_id = $run) = 'replay'",
+                    {"job": ref.job, "run": ref.run_id}).fetchall()}
+            files = self._snapshot(tables, days=days, since=None)
+            shadow_files(con, files, reset=self._pinned is not None,
+                         partial=self._partial(con, catalog_tables(con)))
             yield con, ref
 
     def macro(self, name: str, run: RunSelector = "latest", /, **params: Any) -> pl.DataFrame:
         """Call a per-run table macro of ``sql/`` (e.g. ``stream_gaps``) for a run."""
         query, values = _macro_sql(name, params)
-        with self._run_conn(run) as (con, ref):
+        with self._run_conn(run, graphs=name in macros.GRAPH_MACROS) as (con, ref):
             return fetch_frame(con, query, {"first": ref.run_id, **values})
 
     def macro_rows(self, name: str, run: RunSelector = "latest", /, **params: Any) -> Rows:
@@ -511,7 +538,7 @@ class Warehouse:
         the title, the result is plain :class:`Rows` with ``rows`` (no Polars), else a frame.
         """
         query, values = _macro_sql(name, params)
-        with self._run_conn(run) as (con, ref):
+        with self._run_conn(run, graphs=name in macros.GRAPH_MACROS) as (con, ref):
             args = {"first": ref.run_id, **values}
             return ref, (fetch_rows(con, query, args) if rows else fetch_frame(con, query, args))
 
@@ -553,7 +580,11 @@ class Warehouse:
         return self._analysis(macros.idle_breakdown(threshold_ns=threshold_ns), run)
 
     def launches(self, run: RunSelector = "latest", *, by: str = "kernel") -> pl.DataFrame:
-        """Launch latency summaries per kernel name or per step."""
+        """Launch latency per kernel name, per step, per launch, the linkage, or per graph launch.
+
+        A CUDA/HIP graph launch counts once, measured to its first replayed op; ``by="graph"``
+        lists the graph launches with the capture each maps to (``graph_launches``).
+        """
         return self._analysis(macros.launches(by=by), run)
 
     def queue_depth(self, run: RunSelector = "latest") -> pl.DataFrame:
@@ -561,7 +592,7 @@ class Warehouse:
         return self._analysis(macros.queue_depth(), run)
 
     def steps(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
-        """Per ProfilerStep: wall time, GPU busy/idle, top kernel, bound (``step_summary``)."""
+        """Per step, by launch: wall, GPU busy/idle/tail, idle parts, top kernel (``step_summary``)."""
         return self._analysis(macros.steps(threshold_ns=threshold_ns), run)
 
     def ops(self, run: RunSelector = "latest", *, cpu: bool = False) -> pl.DataFrame:
@@ -588,11 +619,29 @@ class Warehouse:
             One row per node, depth first: module_path, name, depth, calls, kernels,
             gpu_ns (inclusive), self_gpu_ns, pct.
         """
-        if depth is not None and depth < 1:
-            raise UsageError("--depth must be at least 1")
-        if top is not None and top < 1:
-            raise UsageError("--top must be at least 1")
-        return self.macro("module_tree", run, max_depth=depth, top=top)
+        return self._analysis(macros.modules(depth=depth, top=top), run)
+
+    def annotations(
+        self,
+        run: RunSelector = "latest",
+        *,
+        gpu: bool = False,
+        depth: int | None = None,
+        top: int | None = None,
+    ) -> pl.DataFrame:
+        """GPU time per user annotation as a tree (``annotation_tree``, ``sql/56_annotations.sql``).
+
+        ``gpu=False``: the ``user_annotation`` spans (``record_function``) enclosing each
+        kernel's launch on its thread; ``gpu=True``: the ``gpu_user_annotation`` spans
+        enclosing each kernel's start on its GPU track. ``depth`` and ``top`` as in
+        :meth:`modules`. Columns: annotation_path, name, depth, calls, kernels, gpu_ns
+        (inclusive), self_gpu_ns, pct.
+        """
+        return self._analysis(macros.annotations(gpu=gpu, depth=depth, top=top), run)
+
+    def graph_launches(self, run: RunSelector = "latest") -> pl.DataFrame:
+        """One row per CUDA/HIP graph launch: its ops, latency, the capture it maps to."""
+        return self._analysis(macros.launches(by="graph"), run)
 
     def memcpy(self, run: RunSelector = "latest") -> pl.DataFrame:
         """Memory copies per kind: count, bytes, time, GB/s (``memcpy_summary``)."""
@@ -896,6 +945,7 @@ class _Pinned:
     con: duckdb.DuckDBPyConnection
     tables: list[TableInfo]
     live: dict[str, list[tuple[str, str | None]]]
+    partial: frozenset[str] = frozenset()  # tables read by column name (Store.require)
 
 
 def _macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

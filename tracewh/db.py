@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -82,19 +82,54 @@ def _select_list(table: str) -> str:
     return ", ".join(f'CAST("{f.name}" AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
 
 
+def _null_list(table: str) -> str:
+    """``CAST(NULL AS type) AS "col", ...`` of every column of ``table`` (an empty typed row)."""
+    from tracewh.schema import TABLES
+
+    schema = TABLES[table].schema
+    return ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
+
+
+def files_sql(select_list: str, paths: Sequence[str], *, null_list: str | None = None) -> str:
+    """``SELECT <select_list>`` of Parquet ``paths`` (a table's snapshot files).
+
+    DDL takes no parameters: the snapshot's file paths (from the Delta log, not user
+    input) become SQL string literals, quotes doubled. With ``null_list`` (a *partial*
+    table: some files written before columns were added to it), the files are read by
+    column name (``union_by_name``) and united by name with an empty typed row set, so
+    a column no file has reads NULL; otherwise every file has every column and binding
+    reads one footer.
+    """
+    listing = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    if null_list is None:
+        source = f"read_parquet([{listing}], hive_partitioning = true)"
+    else:
+        source = (
+            f"(SELECT * FROM read_parquet([{listing}], hive_partitioning = true, "
+            f"union_by_name = true) UNION ALL BY NAME SELECT {null_list} WHERE false)"
+        )
+    return f"SELECT {select_list} FROM {source}"
+
+
 def create_raw_relations(
-    con: duckdb.DuckDBPyConnection, files: Mapping[str, Sequence[str]]
+    con: duckdb.DuckDBPyConnection,
+    files: Mapping[str, Sequence[str]],
+    partial: Collection[str] = (),
 ) -> None:
     """Create ``raw_<table>`` views over Parquet files (or empty typed tables).
 
     ``files`` maps a table name to the Parquet files of the current snapshot.
-    Partition values (``day``) are read from the hive-style path.
+    Partition values (``day``) are read from the hive-style path. Tables in
+    ``partial`` are read by column name (:func:`files_sql`).
     """
     from tracewh.schema import TABLES
 
     for name in TABLES:
         paths = list(files.get(name, ()))
-        if paths:
+        if paths and name in partial:
+            sql = files_sql(_select_list(name), paths, null_list=_null_list(name))
+            con.execute(f"CREATE OR REPLACE VIEW raw_{name} AS {sql}")
+        elif paths:
             # every file of a table has the full schema (the writer writes every column),
             # so binding reads one footer, not all of them (no union_by_name)
             rel = con.read_parquet(paths, hive_partitioning=True)
@@ -162,14 +197,18 @@ def _write_table_info(con: duckdb.DuckDBPyConnection) -> None:
     """
     from tracewh.schema import TABLES
 
+    from tracewh.schema import SCHEMA_KEY
+
     con.execute(
         "CREATE TABLE tw_tables (position INTEGER, name VARCHAR, run_child BOOLEAN, "
-        "select_list VARCHAR)"
+        "select_list VARCHAR, null_list VARCHAR)"
     )
     con.executemany(
-        "INSERT INTO tw_tables VALUES (?, ?, ?, ?)",
-        [[i, name, spec.is_run_child, _select_list(name)] for i, (name, spec) in enumerate(TABLES.items())],
+        "INSERT INTO tw_tables VALUES (?, ?, ?, ?, ?)",
+        [[i, name, spec.is_run_child, _select_list(name), _null_list(name)]
+         for i, (name, spec) in enumerate(TABLES.items())],
     )
+    con.execute("CREATE TABLE tw_schema AS SELECT ?::VARCHAR AS schema_key", [SCHEMA_KEY])
 
 
 def catalog_tables(con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
@@ -177,6 +216,11 @@ def catalog_tables(con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
     return [(str(n), bool(c)) for n, c in con.execute(
         "SELECT name, run_child FROM main.tw_tables ORDER BY position"
     ).fetchall()]
+
+
+def catalog_schema_key(con: duckdb.DuckDBPyConnection) -> str:
+    """The :data:`~tracewh.schema.SCHEMA_KEY` the catalog of ``con`` was built for."""
+    return str(con.execute("SELECT schema_key FROM main.tw_schema").fetchall()[0][0])
 
 
 def connect_catalog(*, sql_dir: Path = SQL_DIR) -> duckdb.DuckDBPyConnection:
@@ -199,16 +243,20 @@ def shadow_files(
     tables: Mapping[str, pa.Table | pa.RecordBatchReader] | None = None,
     *,
     reset: bool = False,
+    partial: Collection[str] = (),
 ) -> None:
     """Point a catalog connection's ``raw_<table>`` at the snapshot's ``files`` (TEMP views).
 
     ``tables``: in-memory Arrow tables that replace some ``raw_<table>`` instead.
     Tables with neither keep the catalog's empty placeholder, or, with ``reset``
     (a connection shadowed before), get it back when ``files`` names them with no
-    file; tables ``files`` does not name are left as they are.
+    file; tables ``files`` does not name are left as they are. Tables in ``partial``
+    are read by column name (:func:`files_sql`).
     """
     tables = tables or {}
-    selects = dict(con.execute("SELECT name, select_list FROM main.tw_tables").fetchall())
+    rows = con.execute("SELECT name, select_list, null_list FROM main.tw_tables").fetchall()
+    nulls = {name: null_list for name, _, null_list in rows}
+    selects = {name: select_list for name, select_list, _ in rows}
     for name, select_list in selects.items():
         paths = list(files.get(name, ()))
         if name in tables:
@@ -222,13 +270,8 @@ def shadow_files(
             if reset and name in files:
                 con.execute(f"DROP VIEW IF EXISTS temp.raw_{name}")
         else:
-            # DDL takes no parameters: the snapshot's file paths (from the Delta log, not
-            # user input) become SQL string literals, quotes doubled
-            listing = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-            con.execute(
-                f"CREATE OR REPLACE TEMP VIEW raw_{name} AS SELECT {select_list} "
-                f"FROM read_parquet([{listing}], hive_partitioning = true)"
-            )
+            sql = files_sql(select_list, paths, null_list=nulls[name] if name in partial else None)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{name} AS {sql}")
 
 
 def connect_tables(
@@ -240,6 +283,7 @@ def connect_tables(
     memory_limit: str | None = None,
     temp_directory: str | None = None,
     filesystem: Any = None,
+    partial: Collection[str] = (),
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-process DuckDB with the warehouse's base views and ``sql/`` applied.
 
@@ -255,19 +299,21 @@ def connect_tables(
         catalog, see :func:`connect_catalog`) or only the base views.
     filesystem
         An fsspec file system to read ``files`` through (object stores).
+    partial
+        Tables whose files do not all have every column (read by column name).
     """
     if apply:
         con = connect_catalog(sql_dir=sql_dir)
         _settings(con, memory_limit, temp_directory)
         if filesystem is not None:
             con.register_filesystem(filesystem)
-        shadow_files(con, files or {}, tables)
+        shadow_files(con, files or {}, tables, partial=partial)
         return con
     con = duckdb.connect()
     _settings(con, memory_limit, temp_directory)
     if filesystem is not None:
         con.register_filesystem(filesystem)
-    create_raw_relations(con, files or {})
+    create_raw_relations(con, files or {}, partial)
     for name, table in (tables or {}).items():
         con.register(f"__arrow_{name}", table)
         con.execute(

@@ -15,8 +15,8 @@ from typing import Any
 from tracewh.errors import UsageError
 
 __all__ = [
-    "DIFF_LEVELS", "MacroCall", "breakdown", "gaps", "idle_breakdown", "kernels", "largest_gaps", "launches",
-    "memcpy", "ops", "queue_depth", "steps",
+    "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotations", "breakdown", "gaps", "idle_breakdown",
+    "kernels", "largest_gaps", "launches", "memcpy", "modules", "ops", "queue_depth", "steps",
 ]
 
 
@@ -70,11 +70,24 @@ _LAUNCHES = {
     "step": "launch_latency_by_step",
     "op": "launch_latency",
     "linkage": "launch_linkage",
+    "graph": "graph_launches",
 }
+
+#: Macros that map CUDA/HIP graph replays to captures of the run's job (``sql/45_graphs.sql``):
+#: their connection holds the days of the job's capture and replay runs too.
+GRAPH_MACROS = frozenset({
+    "graph_launches", "graph_replay", "graph_replay_map", "gpu_ops_attributed", "op_gpu_time",
+    "module_tree", "module_gpu_time", "annotation_tree", "annotation_gpu_time",
+    "attribution_tree", "attribution_time",
+})
 
 
 def launches(*, by: str = "kernel") -> MacroCall:
-    """Launch latency per kernel name, per step, per GPU op, or the linkage summary."""
+    """Launch latency per kernel name, per step, per launch, the linkage, or per graph launch.
+
+    A CUDA/HIP graph launch is one launch, measured to its first replayed op (``by="graph"``:
+    one row per graph launch with the capture it maps to, ``graph_launches``).
+    """
     check_choice("by", by, tuple(_LAUNCHES))
     return MacroCall(_LAUNCHES[by])
 
@@ -92,6 +105,26 @@ def steps(*, threshold_ns: int = 30_000) -> MacroCall:
 def ops(*, cpu: bool = False) -> MacroCall:
     """GPU time per CPU operator and shapes (``op_gpu_time``), or CPU op time (``cpu_op_time``)."""
     return MacroCall("cpu_op_time" if cpu else "op_gpu_time")
+
+
+def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
+    """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``)."""
+    _check_tree(depth, top)
+    return MacroCall("module_tree", {"max_depth": depth, "top": top})
+
+
+def annotations(*, gpu: bool = False, depth: int | None = None, top: int | None = None) -> MacroCall:
+    """GPU time per user annotation as a tree (``annotation_tree``); ``gpu``: GPU-side spans."""
+    _check_tree(depth, top)
+    source = "gpu_user_annotation" if gpu else "user_annotation"
+    return MacroCall("annotation_tree", {"source": source, "max_depth": depth, "top": top})
+
+
+def _check_tree(depth: int | None, top: int | None) -> None:
+    if depth is not None and depth < 1:
+        raise UsageError("--depth must be at least 1")
+    if top is not None and top < 1:
+        raise UsageError("--top must be at least 1")
 
 
 def memcpy() -> MacroCall:

@@ -15,6 +15,8 @@ committed last), which makes a run's ingest atomic across tables.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -122,6 +124,9 @@ RUNS = pa.schema(
         pa.field("skip_python", pa.bool_()),
         pa.field("anomalies_json", pa.string()),  # {kind: count} of oddities met and recorded
         pa.field("tracewh_version", pa.string()),
+        # added later (ADDED_COLUMNS): NULL in files written before
+        pa.field("step_marker", pa.string()),  # --step-marker pattern (NULL: ProfilerStep#N)
+        pa.field("kind", pa.string()),  # replay | capture | eager (CUDA/HIP graphs)
     ]
 )
 
@@ -174,6 +179,10 @@ GPU_OPS = pa.schema(
         pa.field("op_external_id", pa.int64()),
         pa.field("module_path", pa.string()),  # nn.Module path where the trace has one
         pa.field("step", pa.int64()),  # N of the enclosing ProfilerStep#N
+        # added later (ADDED_COLUMNS): NULL in files written before
+        pa.field("annotation_path", pa.string()),  # user_annotation spans enclosing the launch
+        pa.field("launch_kind", pa.string()),  # kernel | memcpy | memset | graph | other (null: unlinked)
+        pa.field("graph_position", pa.int64()),  # 1-based place among a graph launch's ops
     ]
 )
 
@@ -256,6 +265,46 @@ MODULE_SPANS = pa.schema(
         pa.field("module_path", pa.string()),  # enclosing modules' names and its own, by "/"
         pa.field("depth", pa.int64()),  # 1: outermost
         pa.field("parent_event_index", pa.int64()),  # the enclosing module span (NULL: none)
+    ]
+)
+
+#: One row per ``user_annotation`` span (``record_function``) but ``ProfilerStep#N``, with its
+#: place among the annotations of its thread.
+ANNOTATION_SPANS = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),
+        pa.field("pid", pa.int64()),
+        pa.field("tid", pa.int64()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("name", pa.string()),
+        pa.field("annotation_path", pa.string()),  # enclosing annotations' names and its own
+        pa.field("depth", pa.int64()),  # 1: outermost
+        pa.field("parent_event_index", pa.int64()),
+    ]
+)
+
+#: One row per launch recorded while a CUDA/HIP graph was captured (between a
+#: ``*StreamBeginCapture`` call and its ``*StreamEndCapture`` on one thread): the graph's nodes
+#: in launch order, each with the CPU operator, module and annotations that recorded it.
+GRAPH_NODES = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("capture", pa.int64()),  # 1-based, per run, by begin time
+        pa.field("capture_ts_ns", pa.int64()),  # start of the BeginCapture call
+        pa.field("position", pa.int64()),  # 1-based place of the launch in the capture
+        pa.field("launch_event_index", pa.int64()),
+        pa.field("launch_name", pa.string()),
+        pa.field("launch_kind", pa.string()),  # kernel | memcpy | memset
+        pa.field("launch_ts_ns", pa.int64()),
+        pa.field("kernel_name", pa.string()),  # the launch's "kernel" arg where the trace has it
+        pa.field("op_name", pa.string()),  # innermost cpu_op enclosing the launch
+        pa.field("op_ts_ns", pa.int64()),
+        pa.field("op_external_id", pa.int64()),
+        pa.field("op_input_dims", pa.string()),
+        pa.field("module_path", pa.string()),
+        pa.field("annotation_path", pa.string()),
     ]
 )
 
@@ -345,6 +394,8 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("flow_args", FLOW_ARGS, ("day",), "the args of each flow event that has any"),
         TableSpec("python", PYTHON, ("day",), "one row per python_function event"),
         TableSpec("module_spans", MODULE_SPANS, ("day",), "one row per nn.Module span"),
+        TableSpec("annotation_spans", ANNOTATION_SPANS, ("day",), "one row per user annotation"),
+        TableSpec("graph_nodes", GRAPH_NODES, ("day",), "one row per launch captured in a graph"),
         TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
         TableSpec("fingerprints", FINGERPRINTS, ("day",), "one row per run: its workload fingerprint"),
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
@@ -353,7 +404,28 @@ TABLES: dict[str, TableSpec] = {
 
 #: Tables added after warehouses were first written: one written before gets them (empty)
 #: the next time it is opened (:meth:`tracewh.store.Store.require`).
-ADDED_TABLES: tuple[str, ...] = ("flow_args", "module_spans", "fingerprints")
+ADDED_TABLES: tuple[str, ...] = (
+    "flow_args", "module_spans", "fingerprints", "annotation_spans", "graph_nodes",
+)
+
+#: Columns added to existing tables after warehouses were first written (append-only): a
+#: table written before lacks them in its files. :meth:`tracewh.store.Store.create` adds them
+#: to the table's Delta schema (nullable) and marks the table (``EVOLVED_PROPERTY``); readers
+#: then read its files by column name, old files giving NULL (:mod:`tracewh.db`).
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gpu_ops": ("annotation_path", "launch_kind", "graph_position"),
+    "runs": ("step_marker", "kind"),
+}
+
+#: Delta table property set on a table whose schema got :data:`ADDED_COLUMNS`.
+EVOLVED_PROPERTY = "tracewh.columns_added"
+
+#: What a warehouse must have for this schema (its added tables and columns), hashed: a
+#: warehouse whose schema marker (``<root>/_schema.json``) has another key is brought up to
+#: date by :meth:`tracewh.store.Store.require` (the prepared SQL catalog stores this key).
+SCHEMA_KEY = hashlib.sha256(
+    json.dumps([ADDED_TABLES, sorted((t, list(c)) for t, c in ADDED_COLUMNS.items())]).encode()
+).hexdigest()[:16]
 
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)

@@ -100,6 +100,15 @@ def is_url(root: str | Path) -> bool:
     return isinstance(root, str) and bool(_URL.match(root)) and not root.startswith("file://")
 
 
+def _conform(data: Any, schema: pa.Schema) -> Any:
+    """``data`` (an Arrow table or record batch reader) with exactly ``schema``'s columns."""
+    import pyarrow as pa
+
+    if isinstance(data, pa.Table):
+        return data.select(schema.names).cast(schema)
+    return data.cast(schema)
+
+
 def select_files(
     live: Mapping[str, list[tuple[str, str | None]]],
     run_child: Mapping[str, bool],
@@ -237,12 +246,17 @@ class Store:
                 "cannot address: use another directory",
             )
 
-    def require(self, tables: Collection[str] | None = None) -> None:
-        """Raise :class:`WarehouseNotFoundError` unless the warehouse exists.
+    def require(
+        self, tables: Collection[str] | None = None, *, schema_key: str | None = None
+    ) -> frozenset[str]:
+        """Raise :class:`WarehouseNotFoundError` unless the warehouse exists; its partial tables.
 
-        A warehouse written before some of the schema's tables existed gets them,
-        empty. ``tables``: the table names to expect (default: the schema's); a
-        local warehouse checks their folders without opening delta-rs.
+        A warehouse written before some of the schema's tables or columns existed gets
+        them (tables empty, columns NULL in the files written before, see
+        :meth:`create`). ``tables``: the table names to expect (default: the schema's);
+        ``schema_key``: the schema's :data:`~tracewh.schema.SCHEMA_KEY`. A local warehouse
+        whose tables are there and whose schema marker has that key is checked without
+        opening delta-rs. Returns the tables to read by column name (:meth:`partial_tables`).
         """
         self._check_path()
         if self.remote and not self.exists():
@@ -251,15 +265,132 @@ class Store:
             raise WarehouseNotFoundError(self.root)
         if not self.exists():
             raise WarehouseError(self.root, "is not a tracewh warehouse (no tables/runs)")
-        if (not self.remote and tables is not None
+        marker = self._read_marker()
+        if (not self.remote and tables is not None and schema_key is not None
+                and marker is not None and marker.get("key") == schema_key
                 and all((self.tables_dir / n / "_delta_log").is_dir() for n in tables)):
+            return frozenset(marker.get("partial") or ())
+        from tracewh.schema import SCHEMA_KEY
+
+        if marker is None or marker.get("key") != SCHEMA_KEY:
+            try:
+                self.create()  # written by a tracewh before these tables or columns: add them
+            except ReadOnlyWarehouseError:
+                return self._partial_from_logs()  # cannot write: read as it is
+            except WarehouseError as exc:
+                if not isinstance(exc.__cause__, OSError):
+                    raise
+                return self._partial_from_logs()
+            marker = self._read_marker()
+        return frozenset((marker or {}).get("partial") or ())
+
+    def partial_tables(self) -> frozenset[str]:
+        """Tables some of whose files lack columns the schema added later (read by name).
+
+        From the warehouse's schema marker (``_schema.json``, written by :meth:`create`):
+        the tables that got :data:`~tracewh.schema.ADDED_COLUMNS` after they had files.
+        Without a marker (a read-only warehouse of an older tracewh), from the Delta logs.
+        """
+        marker = self._read_marker()
+        if marker is None:
+            return self._partial_from_logs()
+        return frozenset(marker.get("partial") or ())
+
+    def _marker_path(self) -> str:
+        return f"{self.root}/_schema.json" if self.remote else str(Path(self.root) / "_schema.json")
+
+    def _read_marker(self) -> dict[str, Any] | None:
+        """The schema marker (``{"key": SCHEMA_KEY, "partial": [table, ...]}``) or None."""
+        import json
+
+        try:
+            if self.remote:
+                text = self.filesystem().cat_file(self._marker_path()).decode("utf-8")
+            else:
+                text = Path(self._marker_path()).read_text(encoding="utf-8")
+            marker = json.loads(text)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        return marker if isinstance(marker, dict) else None
+
+    def _write_marker(self, partial: Collection[str]) -> None:
+        """Write the schema marker atomically (temp file, rename; an object store: a put)."""
+        import json
+
+        from tracewh.schema import SCHEMA_KEY
+
+        text = json.dumps({"key": SCHEMA_KEY, "partial": sorted(partial)})
+        if self.remote:
+            self.filesystem().pipe_file(self._marker_path(), text.encode("utf-8"))
             return
-        from deltalake import DeltaTable
+        target = Path(self._marker_path())
+        fd, tmp = tempfile.mkstemp(prefix=".schema.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
-        from tracewh.schema import ADDED_TABLES
+    def _partial_from_logs(self) -> frozenset[str]:
+        """Partial tables from the Delta logs: a schema lacking columns, or marked evolved."""
+        from tracewh.schema import ADDED_COLUMNS, EVOLVED_PROPERTY
 
-        if any(not DeltaTable.is_deltatable(self.table_uri(n), self.options) for n in ADDED_TABLES):
-            self.create()  # written by a tracewh before these tables: add them, empty
+        out = set()
+        for name in ADDED_COLUMNS:
+            dt = self.table(name)
+            if EVOLVED_PROPERTY in dt.metadata().configuration or self.missing_columns(name, dt):
+                out.add(name)
+        return frozenset(out)
+
+    def missing_columns(self, name: str, dt: DeltaTable | None = None) -> list[str]:
+        """Declared columns of table ``name`` its Delta schema lacks (written by an older tracewh)."""
+        from tracewh.schema import TABLES
+
+        have = {f.name for f in (dt or self.table(name)).schema().fields}
+        return [f.name for f in TABLES[name].schema if f.name not in have]
+
+    def _add_columns(self, name: str) -> bool:
+        """Add the declared columns an existing table lacks (nullable) and mark it evolved.
+
+        Its old files keep their columns: readers read an evolved table by column name
+        (:meth:`partial_tables`), so the new columns are NULL there. Race-safe: under a
+        lock, checked again; a concurrent writer's conflicting commit is retried. Returns
+        whether the table is evolved (now or before).
+        """
+        from deltalake.exceptions import CommitFailedError, DeltaError
+        from deltalake.schema import Field as DeltaField
+
+        from tracewh.schema import EVOLVED_PROPERTY, TABLES
+
+        dt = self.table(name)
+        if not self.missing_columns(name, dt):
+            return EVOLVED_PROPERTY in dt.metadata().configuration
+        with self.lock(f"evolve-{name}"):
+            dt = self.table(name)
+            missing = self.missing_columns(name, dt)
+            if not missing:
+                return True
+            fields = [DeltaField.from_arrow(TABLES[name].schema.field(c)) for c in missing]
+            try:
+                for attempt in range(_COMMIT_RETRIES):
+                    try:
+                        dt.alter.set_table_properties(
+                            {EVOLVED_PROPERTY: "true"}, raise_if_not_exists=False
+                        )
+                        self.table(name).alter.add_columns(fields)
+                        return True
+                    except CommitFailedError:
+                        if attempt == _COMMIT_RETRIES - 1:
+                            raise
+                        time.sleep(0.05 * (attempt + 1))
+                        dt = self.table(name)
+            except (DeltaError, OSError) as exc:
+                raise WarehouseError(
+                    self.root, f"cannot add columns {', '.join(missing)} to table {name}: {exc}"
+                ) from exc
+        return True
 
     # -------------------------------------------------------------- creation
     def create(self) -> None:
@@ -267,7 +398,7 @@ class Store:
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError
 
-        from tracewh.schema import TABLES
+        from tracewh.schema import ADDED_COLUMNS, SCHEMA_KEY, TABLES
 
         self._check_path()
         try:
@@ -277,9 +408,12 @@ class Store:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WarehouseError(self.root, f"cannot create: {exc.strerror or exc}") from exc
+        evolved: set[str] = set()
         for name, spec in TABLES.items():
             uri = self.table_uri(name)
             if DeltaTable.is_deltatable(uri, self.options):
+                if name in ADDED_COLUMNS and self._add_columns(name):
+                    evolved.add(name)
                 continue
             with self.lock(f"create-{name}"):
                 if DeltaTable.is_deltatable(uri, self.options):
@@ -300,6 +434,16 @@ class Store:
                 except (DeltaError, OSError) as exc:
                     if not DeltaTable.is_deltatable(uri, self.options):
                         raise WarehouseError(self.root, f"cannot create table {name}: {exc}") from exc
+        marker = self._read_marker() or {}
+        partial = evolved | set(marker.get("partial") or ())
+        if marker.get("key") != SCHEMA_KEY or partial != set(marker.get("partial") or ()):
+            with self.lock("schema-marker"):
+                try:
+                    self._write_marker(partial)
+                except OSError as exc:
+                    raise WarehouseError(
+                        self.root, f"cannot write the schema marker: {exc.strerror or exc}"
+                    ) from exc
 
     # ----------------------------------------------------------------- reads
     def table(self, name: str, *, version: int | None = None) -> DeltaTable:
@@ -384,9 +528,10 @@ class Store:
             tables = []
             for uri in files:
                 with fs.open(uri, "rb") as f:
-                    tables.append(pq.read_table(f, columns=wanted))
+                    # a file written before a column was added (ADDED_COLUMNS): NULL there
+                    tables.append(pq.read_table(f, columns=wanted, schema=schema))
             return pa.concat_tables(tables).cast(schema)
-        return pq.read_table(files, columns=wanted).cast(schema)
+        return pq.read_table(files, columns=wanted, schema=schema).cast(schema)
 
     def snapshot_live(
         self, tables: Collection[tuple[str, bool]] | None = None, *, skip: Collection[str] = ()
@@ -458,7 +603,7 @@ class Store:
             self._insert_runs(data)
             return
         for attempt in range(_COMMIT_RETRIES):
-            source = data().cast(spec.schema)
+            source = _conform(data(), spec.schema)
             partition_by = list(spec.partition_by) or None
             try:
                 if replace_predicate:
@@ -500,7 +645,7 @@ class Store:
         from tracewh.schema import TABLES
 
         for attempt in range(_COMMIT_RETRIES):
-            source = pa.table(data()).cast(TABLES["runs"].schema)
+            source = _conform(pa.table(data()), TABLES["runs"].schema)
             ids = sorted({str(r) for r in source.column("run_id").to_pylist()})
             if not all(_RUN_ID.match(r) for r in ids):
                 raise WarehouseError(self.root, f"not a run id in {ids!r}")

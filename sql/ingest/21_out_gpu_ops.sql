@@ -1,7 +1,8 @@
 -- rows of `gpu_ops` for one run whose event_index is in [$slice_lo, $slice_hi)
--- (params: $run_id, $ingest_id, $day, $base_ns, $lo_ns, $hi_ns, $slice_lo, $slice_hi);
--- written a slice at a time, so the join's memory is bounded by the slice.
--- t_paths: module paths by id (10_link.sql). s_gev_slice, s_gpu_slice, s_op_slice: the GPU ops' staged base rows and typed args
+-- (params: $run_id, $ingest_id, $day, $base_ns, $lo_ns, $slice_lo, $slice_hi);
+-- written a slice at a time, so the join's memory is bounded by the slice. With --steps
+-- ($lo_ns not NULL), exactly the GPU ops launched in the kept steps (t_kept).
+-- t_paths: module and annotation paths by id (10_link.sql). s_gev_slice, s_gpu_slice, s_op_slice: the GPU ops' staged base rows and typed args
 -- of that slice and the CPU operators enclosing its launches (views
 -- tracewh.ingest.pipeline sets per slice, so event_index bounds prune the Parquet
 -- files and row groups read)
@@ -19,12 +20,15 @@ SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        o.name AS op_name, o.ts_ns + $base_ns AS op_ts_ns, o.dur_ns AS op_dur_ns,
        o.input_dims AS op_input_dims, o.external_id AS op_external_id,
        mp.path AS module_path,
-       x.step
+       x.step,
+       ap.path AS annotation_path,
+       x.launch_kind, x.graph_position
 FROM s_gev_slice e
 JOIN t_gpu_link x USING (event_index)
 LEFT JOIN s_gpu_slice a ON a.event_index = e.event_index
 LEFT JOIN s_op_slice o ON o.event_index = x.op_index
 LEFT JOIN t_paths mp ON mp.path_id = x.module_path_id
+LEFT JOIN t_paths ap ON ap.path_id = x.annotation_path_id
 LEFT JOIN t_names n ON n.cat IS NOT DISTINCT FROM e.cat AND n.name IS NOT DISTINCT FROM e.name
-WHERE tw_keep(x.place_ts, $lo_ns, $hi_ns)
+WHERE ($lo_ns IS NULL OR x.step IN (SELECT step FROM t_kept))
   AND x.event_index >= $slice_lo AND x.event_index < $slice_hi

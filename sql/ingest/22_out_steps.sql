@@ -2,4 +2,4 @@
 SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
        step, name, pid, tid, ts_ns + $base_ns AS ts_ns, dur_ns
 FROM t_steps
-WHERE tw_keep(ts_ns, $lo_ns, $hi_ns)
+WHERE $lo_ns IS NULL OR step IN (SELECT step FROM t_kept)

@@ -26,4 +26,6 @@ SELECT
     (SELECT count(*) FROM t_steps) AS n_steps,
     (SELECT n_unlinked_gpu_ops FROM t_link_counts) AS n_unlinked_gpu_ops,
     (SELECT n_hip_calls FROM t_link_counts) AS n_hip_calls,
-    (SELECT count(*) FILTER (WHERE cat LIKE 'mtia%') FROM s_ev) AS n_mtia
+    (SELECT count(*) FILTER (WHERE cat LIKE 'mtia%') FROM s_ev) AS n_mtia,
+    (SELECT CASE WHEN n_graph_ops > 0 THEN 'replay' WHEN n_captures > 0 THEN 'capture'
+                 ELSE 'eager' END FROM t_link_counts) AS kind

@@ -15,27 +15,33 @@ LAUNCH_CALL_PATTERN = (
 
 
 def launch_latency(gpu_ops: pl.LazyFrame) -> pl.LazyFrame:
-    """Launch latency of every linked GPU op.
+    """Launch latency of every launch: each linked GPU op, a graph launch once.
+
+    A graph launch (``launch_kind`` ``graph``) replays many ops; it is measured to its
+    first replayed op (``graph_position`` 1) and its other ops are left out.
 
     Parameters
     ----------
     gpu_ops
         Rows of ``gpu_ops`` of one run (``event_index``, ``name``, ``short_name``, ``device``,
         ``stream``, ``step``, ``ts_ns``, ``launch_name``, ``launch_ts_ns``,
-        ``launch_dur_ns``).
+        ``launch_dur_ns``, ``launch_kind``, ``graph_position``).
 
     Returns
     -------
     polars.LazyFrame
-        One row per op with a launch call: ``event_index``, ``name``, ``short_name``,
-        ``device``, ``stream``, ``step``, ``launch_name``, ``is_launch_call``, ``api_ns``
+        One row per launch: ``event_index``, ``name``, ``short_name``,
+        ``device``, ``stream``, ``step``, ``launch_name``, ``launch_kind``,
+        ``is_launch_call``, ``api_ns``
         (duration of the runtime call), ``queue_ns`` (GPU start - end of the runtime call,
         negative values set to 0), ``negative_queue`` (the raw value was negative),
         ``launch_to_start_ns`` (GPU start - start of the runtime call); all in ns.
     """
     raw_queue = pl.col("ts_ns") - (pl.col("launch_ts_ns") + pl.col("launch_dur_ns"))
     return gpu_ops.filter(
-        pl.col("launch_ts_ns").is_not_null() & pl.col("ts_ns").is_not_null()
+        pl.col("launch_ts_ns").is_not_null()
+        & pl.col("ts_ns").is_not_null()
+        & (pl.col("graph_position").fill_null(1) == 1)
     ).select(
         "event_index",
         "name",
@@ -44,6 +50,7 @@ def launch_latency(gpu_ops: pl.LazyFrame) -> pl.LazyFrame:
         "stream",
         "step",
         "launch_name",
+        "launch_kind",
         pl.col("launch_name")
         .fill_null("")
         .str.contains(LAUNCH_CALL_PATTERN)
@@ -56,7 +63,7 @@ def launch_latency(gpu_ops: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def launch_latency_by_kernel(gpu_ops: pl.LazyFrame) -> pl.LazyFrame:
-    """Launch latency summarised per GPU op name.
+    """Launch latency summarised per GPU op name (graph launches: per launch call name).
 
     Parameters
     ----------
@@ -69,11 +76,18 @@ def launch_latency_by_kernel(gpu_ops: pl.LazyFrame) -> pl.LazyFrame:
         ``name``, ``short_name``, ``ops``, ``mean_api_ns``, ``p50_api_ns``, ``p95_api_ns``,
         ``mean_queue_ns``, ``p50_queue_ns``, ``p95_queue_ns``, ``max_queue_ns``,
         ``mean_launch_to_start_ns``, ``p95_launch_to_start_ns``, ``negative_queue_ops``;
-        sorted by mean_queue_ns descending then name. Quantiles interpolate linearly.
+        sorted by mean_queue_ns descending then name. Quantiles interpolate linearly. A graph
+        launch counts under its call's name (``cudaGraphLaunch``), short name ``graph``.
     """
     api, queue, l2s = pl.col("api_ns"), pl.col("queue_ns"), pl.col("launch_to_start_ns")
+    graph = pl.col("launch_kind") == "graph"
     return (
         launch_latency(gpu_ops)
+        .with_columns(
+            pl.when(graph).then(pl.col("launch_name")).otherwise(pl.col("name")).alias("name"),
+            pl.when(graph).then(pl.lit("graph")).otherwise(pl.col("short_name"))
+            .alias("short_name"),
+        )
         .group_by("name")
         .agg(
             pl.col("short_name").first(),

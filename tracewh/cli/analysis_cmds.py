@@ -191,12 +191,14 @@ def gaps(
 def launches(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    by: str = typer.Option("kernel", "--by", metavar="kernel|step|op|linkage", help="kernel (per kernel name), step, op (one row per GPU op) or linkage."),
+    by: str = typer.Option("kernel", "--by", metavar="kernel|step|op|linkage|graph", help="kernel (per kernel name), step, op (one row per launch), linkage or graph (one row per CUDA/HIP graph launch)."),
     top: int | None = top_option(20),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
     """Launch latency: runtime-call time, queueing before the GPU start, unlinked ops.
+
+    A CUDA/HIP graph launch is one launch, measured to its first replayed kernel.
 
     Example: tracewh launches --by step
     """
@@ -233,15 +235,20 @@ def steps(
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
-    """Per ProfilerStep: wall time, GPU busy and idle, top kernel, CPU- or GPU-bound.
+    """Per step, by launch: wall time, GPU busy, GPU tail past the step's CPU end, GPU idle split
+    into lead, host wait, kernel wait, other wait and trail (they add up), top kernel, bound.
+
+    A step owns the GPU ops it launched; steps are ProfilerStep#N spans or, ingested with
+    --step-marker, the marker spans.
 
     Example: tracewh steps --format csv
     """
     with handle_errors():
         call = macros.steps(threshold_ns=_threshold_ns(threshold_us))
         _, ref, df = _run(warehouse, call, run, fmt, out)
-        empty = (f"run {ref.short_id} has no ProfilerStep#N spans (record steps with "
-                 "torch.profiler's schedule and prof.step())") if _empty(df) else None
+        empty = (f"run {ref.short_id} has no steps (no ProfilerStep#N spans: record steps with "
+                 "torch.profiler's schedule and prof.step(), or ingest with --step-marker)"
+                 ) if _empty(df) else None
         show(df, fmt, title="steps", run=ref, top=top, out=out, empty=empty)
 
 

@@ -78,3 +78,31 @@ def modules(
         _emit_tree(df, fmt, out, title="GPU time by module", column="module_path",
                    none_label="(no module)", run=ref,
                    empty=f"run {ref.short_id} has no GPU ops with a duration")
+
+
+@app.command("annotations")
+def annotations_cmd(
+    warehouse: str = warehouse_option(),
+    run: list[str] | None = run_option(),
+    gpu: bool = typer.Option(False, "--gpu", help="gpu_user_annotation spans (GPU side, by time on each kernel's track) instead of user_annotation (CPU side, by launch)."),
+    depth: int | None = typer.Option(None, "--depth", metavar="N", help="Cut annotation paths after N names (default: full paths)."),
+    top: int | None = top_option(20, "Show the N heaviest nodes of the tree (with their ancestors; 0: all)."),
+    fmt: str = format_option(),
+    out: Path | None = out_option(),
+) -> None:
+    """GPU time per user annotation (record_function), as a tree of nested annotations.
+
+    A kernel belongs to the user_annotation spans enclosing its launch call (ProfilerStep#N
+    left out); with --gpu, to the gpu_user_annotation spans enclosing it on the GPU.
+    `tracewh ops` is apart: it attributes kernels to the innermost aten cpu_op only.
+
+    Example: tracewh annotations --depth 2
+    """
+    with handle_errors():
+        check_format(fmt)
+        wh = Warehouse(warehouse)
+        ref = wh.resolve_run(selector(run))
+        df = wh.annotations(ref, gpu=gpu, depth=depth, top=top or None)
+        _emit_tree(df, fmt, out, title="GPU time by annotation" + (" (GPU side)" if gpu else ""),
+                   column="annotation_path", none_label="(no annotation)", run=ref,
+                   empty=f"run {ref.short_id} has no GPU ops with a duration")

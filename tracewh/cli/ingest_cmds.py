@@ -65,7 +65,12 @@ def _summary(report: IngestReport, console: Console) -> None:
     for r in report.ingested:
         extra = f"  anomalies: {json.dumps(dict(r.anomalies))}" if r.anomalies else ""
         verb = "replaced" if r.outcome == "replaced" else "ingested"
-        console.print(f"  {verb:9} {r.run_id}  {r.path}  ({r.events:,} events){extra}")
+        steps = ""
+        if r.steps_found is not None and (r.steps_kept != r.steps_found or r.dropped):
+            steps = f"; steps: {r.steps_found} found, {r.steps_kept} kept, {r.dropped:,} events dropped"
+        console.print(f"  {verb:9} {r.run_id}  {r.path}  ({r.events:,} events{steps}){extra}")
+        for w in r.warnings:
+            console.print(f"  [yellow]warning[/yellow]: {r.path}: {w}", highlight=False)
     for r in report.skipped:
         console.print(f"  skipped   {r.run_id}  {r.path}: {r.error}")
     for r in report.failed:
@@ -84,8 +89,9 @@ def ingest(
     ),
     storage_option: list[str] | None = typer.Option(None, "--storage-option", metavar="K=V", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
     dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
-    steps: int | None = typer.Option(None, "--steps", metavar="N", help="Keep only the first N ProfilerStep iterations."),
-    skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events."),
+    steps: int | None = typer.Option(None, "--steps", metavar="N", help="Keep only the first N steps (ProfilerStep#N, or --step-marker spans) and exactly the GPU ops they launched."),
+    step_marker: str | None = typer.Option(None, "--step-marker", metavar="PATTERN", help="Steps are the cpu_op / user_annotation spans whose name contains PATTERN or matches it as a glob (e.g. 'Torch-Compiled Region', 'denoise'), for traces without ProfilerStep."),
+    skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events but the nn.Module spans."),
     force: bool = typer.Option(False, "--force", help="Re-ingest files already ingested (atomic replace)."),
     job: str | None = typer.Option(None, "--job", metavar="NAME", help="Job name for these runs (default: each file's directory)."),
     fmt: str = format_option("text", ("text", "json")),
@@ -132,7 +138,8 @@ def ingest(
                 progress.update(task, description=f"{Path(result.path).name} {result.outcome}")
 
             report = wh.ingest(
-                paths, labels=labels, jobs=n_jobs, steps=steps, skip_python=skip_python,
+                paths, labels=labels, jobs=n_jobs, steps=steps, step_marker=step_marker,
+                skip_python=skip_python,
                 force=force, job=job, on_result=on_result, executor=executor,
             )
         if fmt == "json":
@@ -145,8 +152,8 @@ def ingest(
 
 #: The columns ``runs`` shows by default (``--all``: every column).
 RUNS_COLUMNS = (
-    "run_id", "file_name", "day", "rank", "device_name", "backend", "n_steps", "n_gpu_ops",
-    "workload", "labels",
+    "run_id", "file_name", "day", "rank", "device_name", "backend", "kind", "n_steps",
+    "n_gpu_ops", "workload", "labels",
 )  # fmt: skip
 
 

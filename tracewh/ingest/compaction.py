@@ -131,7 +131,11 @@ def _merge(store: Store, name: str, files: list[_File], staging: Path) -> AddAct
             for batch in _batches(store, name, files):
                 if not batch.num_rows:
                     continue
-                typed = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+                table = pa.Table.from_batches([batch])
+                for field in schema:  # a file written before the column was added: NULL
+                    if field.name not in table.column_names:
+                        table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+                typed = table.select(schema.names).cast(schema)
                 writer.write_table(typed, row_group_size=row_group)
                 n += typed.num_rows
                 for k in keys:

@@ -60,6 +60,8 @@ _OUT_TABLES = (
     ("flow_args", "28_out_flow_args.sql"),
     ("python", "26_out_python.sql"),
     ("module_spans", "29_out_module_spans.sql"),
+    ("annotation_spans", "32_out_annotation_spans.sql"),
+    ("graph_nodes", "33_out_graph_nodes.sql"),
     ("threads", "27_out_threads.sql"),
     ("fingerprints", "29_out_fingerprints.sql"),
 )
@@ -74,7 +76,13 @@ class IngestOptions:
     labels
         User labels added to every run (override ``run.json`` labels).
     steps
-        Keep only the first N ``ProfilerStep`` iterations.
+        Keep only the first N steps (``ProfilerStep`` iterations, or step-marker spans):
+        the CPU-side events inside [first step start, Nth step end) and exactly the GPU
+        ops launched in those N steps.
+    step_marker
+        Define steps from the ``cpu_op`` / ``user_annotation`` spans whose name contains
+        this text or matches it as a glob (outermost ones, numbered from 0 in time order),
+        instead of ``ProfilerStep#N``.
     skip_python
         Drop ``python_function`` events.
     force
@@ -106,6 +114,7 @@ class IngestOptions:
 
     labels: Mapping[str, str] = field(default_factory=dict)
     steps: int | None = None
+    step_marker: str | None = None
     skip_python: bool = False
     force: bool = False
     job: str | None = None
@@ -132,6 +141,10 @@ class FileResult:
     bytes: int = 0
     seconds: float = 0.0
     anomalies: Mapping[str, int] = field(default_factory=dict)
+    steps_found: int | None = None  # steps in the trace (ProfilerStep#N or marker spans)
+    steps_kept: int | None = None  # steps written (all of them without --steps)
+    dropped: int = 0  # duration events outside the --steps window
+    warnings: tuple[str, ...] = ()  # e.g. more steps asked for than the trace has
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,6 +156,10 @@ class FileResult:
             "bytes": self.bytes,
             "seconds": round(self.seconds, 3),
             "anomalies": dict(self.anomalies),
+            "steps_found": self.steps_found,
+            "steps_kept": self.steps_kept,
+            "dropped": self.dropped,
+            "warnings": list(self.warnings),
         }
 
 
@@ -164,6 +181,17 @@ def read_sidecar_labels(path: Path) -> dict[str, str]:
             continue
         flat[str(key)] = value if isinstance(value, str) else json.dumps(value)
     return flat
+
+
+#: Folders inference servers write their CUDA/HIP graph capture traces to, beside the
+#: traces that replay the graphs (vLLM, SGLang): a trace there belongs to the parent's job.
+CAPTURE_FOLDERS = frozenset({"capture_traces"})
+
+
+def default_job(path: Path) -> str:
+    """The job of a trace without ``--job``: its folder (the parent of a capture folder)."""
+    folder = path.parent
+    return str(folder.parent if folder.name in CAPTURE_FOLDERS else folder)
 
 
 def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
@@ -218,7 +246,7 @@ def ingest_file(
             else:
                 ingest_id = uuid.uuid4().hex
                 with _held(store, batch, f"ingest-{ingest_id}"):
-                    n_events, anomalies = _ingest_locked(
+                    n_events, anomalies, row, warnings = _ingest_locked(
                         store, path, options,
                         run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
                         replace=existing is not None, batch=batch,
@@ -226,7 +254,9 @@ def ingest_file(
                 result = FileResult(
                     str(path), "replaced" if existing is not None else "ingested", run_id,
                     events=n_events, bytes=size, seconds=time.perf_counter() - t0,
-                    anomalies=anomalies,
+                    anomalies=anomalies, steps_found=row["n_steps"],
+                    steps_kept=json.loads(row["rows_json"]).get("steps", 0),
+                    dropped=row["n_dropped"], warnings=tuple(warnings),
                 )
     except DuplicateRunError:  # object stores: the same bytes, committed concurrently
         result = FileResult(
@@ -294,7 +324,7 @@ def _ingest_locked(
     size: int,
     replace: bool,
     batch: CommitBatch | None = None,
-) -> tuple[int, dict[str, int]]:
+) -> tuple[int, dict[str, int], dict[str, Any], list[str]]:
     labels = {**read_sidecar_labels(path), **options.labels}
     staging = store.new_staging(ingest_id)
     try:
@@ -307,7 +337,7 @@ def _ingest_locked(
             raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
         con = _connect(staging, staged, options)
         try:
-            _derive_and_commit(
+            row, warnings = _derive_and_commit(
                 store, con, staged.metadata, options,
                 run_id=run_id, ingest_id=ingest_id, replace=replace,
                 base=dict(path=path, sha=sha, size=size, labels=labels,
@@ -316,7 +346,7 @@ def _ingest_locked(
             )
         finally:
             con.close()
-        return staged.events, dict(staged.anomalies)
+        return staged.events, dict(staged.anomalies), row, warnings
     except BaseException:
         if batch is not None:
             batch.drop(ingest_id)  # nothing of it is committed: its written files go
@@ -358,6 +388,8 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
             con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
         con.execute(NAMES_SQL.read_text(encoding="utf-8"))
         con.execute(KEY_SQL.read_text(encoding="utf-8"))
+        con.execute("CREATE OR REPLACE TEMP TABLE t_opts (step_marker VARCHAR)")
+        con.execute("INSERT INTO t_opts VALUES (?)", [options.step_marker])
         link = (INGEST_SQL / "10_link.sql").read_text(encoding="utf-8")
         _, limit = retry_on_oom(con, lambda: con.execute(link), parse_size(options.memory_limit))
         retry_on_oom(con, functools.partial(_write_link, con, staging), limit)
@@ -514,6 +546,16 @@ def _fetch_row(con: Any, sql: str) -> dict[str, Any]:
 
 
 def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
+    """The ``--steps N`` window [first step start, last kept step end) and ``t_kept``.
+
+    ``t_kept`` holds the first N steps in time order; (None, None) keeps everything
+    (no limit, or no steps in the trace).
+    """
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE t_kept AS "
+        "SELECT step FROM t_steps QUALIFY row_number() OVER (ORDER BY ts_ns, step) <= ?",
+        [steps if steps is not None else I64_MAX],
+    )
     if steps is None:
         return None, None
     rows = con.execute(
@@ -522,6 +564,19 @@ def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
     if not rows:
         return None, None
     return rows[0][0], max(r[1] for r in rows)
+
+
+def _step_warnings(options: IngestOptions, found: int) -> list[str]:
+    """What the user should know about the steps: none found, or fewer than asked for."""
+    what = (f"no span matches --step-marker {options.step_marker!r}"
+            if options.step_marker is not None else "no ProfilerStep#N span in the trace")
+    if found == 0 and (options.steps is not None or options.step_marker is not None):
+        if options.steps is not None:
+            return [f"--steps {options.steps}: {what}; nothing was dropped"]
+        return [f"{what}: the run has no steps"]
+    if options.steps is not None and options.steps > found:
+        return [f"--steps {options.steps}: the trace has only {found} step(s); kept them all"]
+    return []
 
 
 #: GPU ops per slice of the ``gpu_ops`` output (bounds the output join's memory; at
@@ -598,7 +653,8 @@ def _derive_and_commit(
     base: Mapping[str, Any],
     parts: list[tuple[str, int]],
     batch: CommitBatch | None = None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[str]]:
+    """Write the run's tables and its ``runs`` row; the row and the step warnings."""
     anomalies: Counter[str] = base["anomalies"]
     limit = parse_size(options.output_memory_limit)
     set_limit(con, limit)
@@ -688,7 +744,7 @@ def _derive_and_commit(
         "trace_id": str(meta["trace_id"]) if meta.get("trace_id") is not None else None,
         "schema_version": _i(meta.get("schemaVersion")),
         "base_time_ns": base_time,
-        "job": options.job or str(path.parent),
+        "job": options.job or default_job(path),
         "labels_json": dumps(dict(sorted(base["labels"].items()))),
         "metadata_json": dumps(dict(meta), anomalies),
         "category_counts_json": dumps(cat_counts),
@@ -709,20 +765,23 @@ def _derive_and_commit(
         "n_dropped": dropped,
         "rows_json": dumps(written),
         "steps_limit": options.steps,
+        "step_marker": options.step_marker,
+        "kind": summary["kind"],
         "skip_python": options.skip_python,
         "anomalies_json": dumps(dict(sorted(anomalies.items()))) if anomalies else None,
         "tracewh_version": __version__,
     }
+    warnings = _step_warnings(options, int(summary["n_steps"] or 0))
     if batch is not None:
         batch.add_run(ingest_id, row, replace=replace)
-        return row
+        return row, warnings
     table = pa.Table.from_pylist([row], schema=RUNS)
     store.append(
         "runs",
         lambda: table,
         replace_predicate=f"run_id = '{run_id}'" if replace else None,
     )
-    return row
+    return row, warnings
 
 
 def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:

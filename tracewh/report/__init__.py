@@ -20,6 +20,7 @@ from tracewh import __version__
 from tracewh.report.atomic import atomic_dir
 from tracewh.report.document import write_report
 from tracewh.report.memory_section import collect_memory, memory_section
+from tracewh.report.modules_section import collect_modules, modules_section
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
 from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
 from tracewh.runsel import RunSelector
@@ -78,6 +79,7 @@ def build_report(
     """
     data = collect_run(wh, run, threshold_ns=threshold_ns)
     sections = run_sections(data)
+    sections.append(modules_section(collect_modules(wh, data.run_id)))
     sections.append(memory_section(collect_memory(wh, data.run_id)))
     sections += history_sections(collect_history(wh, since=since, run=data.run_id))
     if compare is not None:

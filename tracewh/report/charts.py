@@ -212,7 +212,10 @@ def launch_latency(launch_ops: pl.DataFrame) -> AnyChart | None:
 
 
 def step_times(steps: pl.DataFrame) -> AnyChart | None:
-    """Stacked bars per ProfilerStep: GPU busy and GPU idle time (their sum is the step wall time)."""
+    """Stacked bars per step: GPU busy and idle time of the GPU work the step launched.
+
+    Their sum is the step's GPU span: its wall time plus the GPU tail past its CPU end.
+    """
     if steps.is_empty():
         return None
     df = (
@@ -231,7 +234,7 @@ def step_times(steps: pl.DataFrame) -> AnyChart | None:
         alt.Chart(values(df))
         .mark_bar()
         .encode(
-            x=alt.X("step:O", title="ProfilerStep", axis=alt.Axis(labelAngle=0)),
+            x=alt.X("step:O", title="step", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("ms:Q", title="time (ms)", stack="zero"),
             color=alt.Color("part:N", title=None, sort=["GPU busy", "GPU idle"],
                             scale=alt.Scale(range=["#4c78a8", "#e45756"])),
@@ -239,7 +242,8 @@ def step_times(steps: pl.DataFrame) -> AnyChart | None:
             tooltip=["step:O", "part:N", alt.Tooltip("ms:Q", title="time (ms)", format=",.3f"),
                      alt.Tooltip("wall_ms:Q", title="step wall (ms)", format=",.3f")],
         )
-        .properties(title=_title("Step times", "bar height = step wall time (max over devices)"),
+        .properties(title=_title("Step times", "by launch: bar height = step wall time + GPU tail "
+                                 "past the step's CPU end (max over devices)"),
                     width=min(WIDTH - 100, max(120, 40 * df["step"].n_unique())))
     )
 

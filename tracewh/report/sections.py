@@ -86,11 +86,12 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
         ),
         Section(
             f"{p}steps", "Step times", charts.step_times(data.steps),
-            "no ProfilerStep in this trace",
+            "no steps in this trace (no ProfilerStep#N; ingest with --step-marker to define them)",
             tables=[table("Steps", data.steps, [
                 Column("step", "step"), Column("device", "device"), Column("wall_ns", "wall", "ms"),
                 Column("gpu_busy_ns", "GPU busy", "ms"), Column("gpu_idle_ns", "GPU idle", "ms"),
-                Column("ops", "ops"), Column("top_kernel", "top kernel"), Column("bound", "bound"),
+                Column("gpu_tail_ns", "GPU tail", "ms"), Column("ops", "ops"),
+                Column("top_kernel", "top kernel"), Column("bound", "bound"),
             ], limit=50)],
         ),
         Section(
@@ -133,6 +134,12 @@ def summary_table(data: RunData) -> Table:
         ("GPU ops", f"{m.get('n_gpu_ops') or 0:,}"),
         ("steps", f"{m.get('n_steps') or 0:,}"),
     ]
+    kind = m.get("kind")
+    if kind:  # CUDA/HIP graphs: a capture-only trace is not an idle GPU
+        rows.append(("kind", {
+            "capture": "capture (records a CUDA/HIP graph: almost no GPU work, not an idle GPU)",
+            "replay": "replay (CUDA/HIP graph launches; kernels attributed through their capture)",
+        }.get(str(kind), str(kind))))
     for row in data.breakdown.iter_rows(named=True):
         window = row.get("window_ns") or 0
         rows.append((f"GPU {row['device']} window (ms)", f"{window / 1e6:,.3f}"))

@@ -23,6 +23,7 @@ from tracewh.report import charts, render
 from tracewh.report.atomic import atomic_dir
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
+from tracewh.report.modules_section import collect_modules, modules_section
 from tracewh.report.sections import (
     Section,
     diff_section,
@@ -87,7 +88,8 @@ def build_site(
         pages: list[Path] = []
         for run_id in run_ids:
             data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
-            secs = [*run_sections(data), memory_section(collect_memory(wh, run_id))]
+            secs = [*run_sections(data), modules_section(collect_modules(wh, run_id)),
+                    memory_section(collect_memory(wh, run_id))]
             body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
             n_charts += _append_sections(body, secs)
             name = f"run-{run_id}.html"

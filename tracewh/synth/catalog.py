@@ -39,6 +39,7 @@ class Call:
     cpu_us: float
     gpu: tuple[Gpu, ...] = ()
     sync: bool = False
+    captured: bool = False  # recorded into a CUDA/HIP graph: no GPU activity now
 
 
 @dataclass(frozen=True)
@@ -296,11 +297,61 @@ def _block(f: FlavorSpec) -> Op:
     return Op("DiTBlock", 0.0, body, cat="python", module="DiTBlock")
 
 
-def step_program(f: FlavorSpec, layers: int, *, leak_bytes: int = 0) -> tuple[Op, ...]:
+def _graph_kernels(f: FlavorSpec) -> tuple[Gpu, ...]:
+    """The kernels of the step's CUDA/HIP graph, in the order its capture launched them."""
+    return (
+        _k(LAYER_NORM, 30.0, 8192, 256, 30),
+        Gpu("kernel", f.gemm[1], "compute", 120.0, (32, 64, 1), (256, 1, 1), 230, 73728),
+        _k(MUL, 8.0, 9216, 128, 16),
+        _k(ADD, 9.0, 9216, 128, 16),
+    )
+
+
+#: What recorded each graph kernel during the capture: (module, operator), in launch order.
+GRAPH_CAPTURE_OPS: tuple[tuple[str, str], ...] = (
+    ("LayerNorm", "aten::native_layer_norm"),
+    ("Linear", "aten::addmm"),
+    ("Modulate", "aten::mul"),
+    ("Modulate", "aten::add"),
+)
+
+
+def capture_program(f: FlavorSpec) -> tuple[Op, ...]:
+    """The one-time capture of the step's graph (``torch.cuda.graph``), before the loop.
+
+    ``cudaStreamBeginCapture``, then each graph kernel's launch (captured: no GPU work) inside
+    its operator and module (:data:`GRAPH_CAPTURE_OPS`, all inside a ``GraphBlock`` module),
+    ``cudaStreamEndCapture`` and ``cudaGraphInstantiate``, in a ``CUDAGraph.capture``
+    annotation.
+    """
+    pre = "hip" if f.rocm else "cuda"
+    body: list[Op | Call] = []
+    for (module, op), kernel in zip(GRAPH_CAPTURE_OPS, _graph_kernels(f), strict=True):
+        launch = Call(f.gemm_launch if op == "aten::addmm" else f.launch, 6.0, (kernel,),
+                      captured=True)
+        body.append(Op(op, 10.0, (launch,), dims=f"[{T}]", types='["float"]', module=module))
+    calls: tuple[Op | Call, ...] = (
+        Call(f"{pre}StreamBeginCapture", 3.0),
+        Op("GraphBlock", 0.0, tuple(body), cat="python", module="GraphBlock"),
+        Call(f"{pre}StreamEndCapture", 6.0),
+        Call(f"{pre}GraphInstantiate", 400.0),
+    )
+    return (Op("CUDAGraph.capture", 20.0, calls, cat="user_annotation"),)
+
+
+#: The cpu_op torch.compile wraps a compiled graph's call in (frame 0, recompile 0).
+COMPILED_REGION = "Torch-Compiled Region: 0/0"
+
+
+def step_program(
+    f: FlavorSpec, layers: int, *, leak_bytes: int = 0, compiled: bool = False
+) -> tuple[Op, ...]:
     """The ops of one denoising step, in launch order (the step span wraps them).
 
     With ``leak_bytes``, the epilogue ends with an ``aten::clone`` whose output (that
-    many bytes) is kept forever, as a list of per-step tensors would be: a leak.
+    many bytes) is kept forever, as a list of per-step tensors would be: a leak. With
+    ``compiled``, the transformer's blocks run inside a :data:`COMPILED_REGION` cpu_op
+    (``torch.compile``), once per step, inside the ``DiT`` module call.
     """
     small = [
         _ew(f, "aten::mul", MUL, 2.4, 1, small=True),
@@ -328,13 +379,11 @@ def step_program(f: FlavorSpec, layers: int, *, leak_bytes: int = 0) -> tuple[Op
           for o in small],
     ]
     # the transformer: one nn.Module (DiT) around its blocks (spans only with --python)
-    blocks = [Op("DiT", 0.0, tuple(_block(f) for _ in range(layers)), cat="python", module="DiT")]
-    graph_kernels = (
-        _k(LAYER_NORM, 30.0, 8192, 256, 30),
-        Gpu("kernel", f.gemm[1], "compute", 120.0, (32, 64, 1), (256, 1, 1), 230, 73728),
-        _k(MUL, 8.0, 9216, 128, 16),
-        _k(ADD, 9.0, 9216, 128, 16),
-    )
+    body: tuple[Op | Call, ...] = tuple(_block(f) for _ in range(layers))
+    if compiled:
+        body = (Op(COMPILED_REGION, 25.0, body),)
+    blocks = [Op("DiT", 0.0, body, cat="python", module="DiT")]
+    graph_kernels = _graph_kernels(f)
     dtod = Gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", "compute", 14.0, nbytes=latents)
     dtoh = Gpu("gpu_memcpy", f.dtoh, "compute", 3.0, nbytes=4)
     epilogue: list[Op] = [

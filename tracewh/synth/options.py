@@ -212,6 +212,17 @@ class SynthConfig:
         A leak: each step ends with an ``aten::clone`` whose output of this many bytes is
         never freed (a new address every step), so allocated and reserved memory rise by
         it every step (0: no leak; needs ``memory``).
+    profiler_steps
+        Wrap each step in a ``ProfilerStep#N`` span (as ``torch.profiler``'s ``step()``
+        does); without, a trace as a plain ``with profile():`` block records it.
+    compiled
+        Run the transformer blocks inside a ``Torch-Compiled Region: 0/0`` cpu_op (the
+        marker ``torch.compile`` leaves), once per step.
+    graph_capture
+        Begin the trace with the capture of the CUDA/HIP graph every step replays
+        (``*StreamBeginCapture``, its kernels' launches inside their operators and modules,
+        ``*StreamEndCapture``), as ``torch.cuda.graph`` records it: the replays then map to
+        it.
     model
         Model name, used for labels and the trace name.
     gzip_level
@@ -237,6 +248,9 @@ class SynthConfig:
     python: bool = False
     memory: bool = True
     leak_bytes: int = 0
+    profiler_steps: bool = True
+    compiled: bool = False
+    graph_capture: bool = False
     model: str = "dit-xl-2"
     gzip_level: int = 1
     distributed_info_in_trailer: bool = False

@@ -289,7 +289,7 @@ class _Sim:
         corr, start = self.corr, self.t
         dur = int(call.cpu_us * 1000 * self.jit(0.1))
         earliest = start + int(dur * 0.8) + 2_000
-        for g in call.gpu:
+        for g in call.gpu if not call.captured else ():
             earliest = self.run_gpu(g, earliest, ext, corr)
         if call.sync:
             dur = max(dur, self.free.get("compute", 0) - start + 2_500)
@@ -308,7 +308,7 @@ class _Sim:
             o.lit(rest[1])
 
         self.add(self.cpu, start, "cuda_runtime", self.x_event("cuda_runtime", name, start, dur, args))
-        if call.gpu:
+        if call.gpu and not call.captured:
             self.add(self.cpu, start, "ac2g", self.flow("s", start, self.pid, corr))
 
     def runtime_args(self, call: Call, kernel: Gpu | None) -> tuple[str, str]:
@@ -421,8 +421,12 @@ def build_step(
     device: int,
     python: bool,
     memory: bool,
+    profiler_step: bool = True,
 ) -> StepTemplate:
-    """Simulate one step of ``program`` and render it as a :class:`StepTemplate`."""
+    """Simulate one step of ``program`` and render it as a :class:`StepTemplate`.
+
+    ``profiler_step``: wrap it in a ``ProfilerStep#N`` span (else no step span at all).
+    """
     sim = _Sim(f, rng, scales, pid, device, python, memory)
     sim.ext = 1  # External id 1 is the ProfilerStep span
     for op in program:
@@ -439,8 +443,9 @@ def build_step(
         o.lit('"External id": ')
         o.slot(1, EXT)
 
-    sim.add(sim.cpu, 0, "user_annotation", sim.x_event("user_annotation", name, 0, cpu_end, args))
-    end = max(cpu_end, *sim.free.values())
+    if profiler_step:
+        sim.add(sim.cpu, 0, "user_annotation", sim.x_event("user_annotation", name, 0, cpu_end, args))
+    end = max([cpu_end, *sim.free.values()])
     gap = int(rng.uniform(250_000, 650_000))
     out = _Text()
     for bucket in (sim.cpu, sim.gpu):

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tracewh.errors import UsageError
-from tracewh.synth.catalog import CUDA, ROCM, FlavorSpec, step_program
+from tracewh.synth.catalog import CUDA, ROCM, FlavorSpec, capture_program, step_program
 from tracewh.synth.options import Regression, SynthConfig, SynthSummary
 from tracewh.synth.timeline import Scales, StepTemplate, build_step
 
@@ -176,13 +176,20 @@ def write_trace(path: Path | str, config: SynthConfig, *, rank: int = 0) -> Synt
     pid, device = 2_910_000 + 17 * rank, rank % 8
     base_ns = _base_time_ns(config.night)
     rng = random.Random(f"{config.seed}:{config.night}:{rank}:{config.flavor}")
-    program = step_program(f, config.layers, leak_bytes=config.leak_bytes if config.memory else 0)
+    program = step_program(f, config.layers, leak_bytes=config.leak_bytes if config.memory else 0,
+                           compiled=config.compiled)
     scales = _scales(config, rank)
     variants: list[StepTemplate] = [
         build_step(program, f, rng=rng, scales=scales, pid=pid, device=device,
-                   python=config.python, memory=config.memory)
+                   python=config.python, memory=config.memory,
+                   profiler_step=config.profiler_steps)
         for _ in range(_VARIANTS)
     ]
+    capture = (
+        build_step(capture_program(f), f, rng=rng, scales=scales, pid=pid, device=device,
+                   python=config.python, memory=False, profiler_step=False)
+        if config.graph_capture else None
+    )
     head, tail = _header(config, f, rank, base_ns)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -194,6 +201,14 @@ def write_trace(path: Path | str, config: SynthConfig, *, rank: int = 0) -> Synt
     try:
         buf = [head]
         pending = len(head)
+        if capture is not None:  # the graph's capture, once, before the loop
+            text = capture.render(t_us, ext, corr, step, pyid)
+            buf.append(text)
+            pending += len(text)
+            written += len(text)
+            counts.update(capture.counts)
+            t_us += capture.span_us
+            ext, corr, pyid = ext + capture.ids[0], corr + capture.ids[1], pyid + capture.ids[2]
         while True:
             tpl = variants[rng.randrange(_VARIANTS)]
             if target is None:

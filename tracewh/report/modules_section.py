@@ -1,0 +1,161 @@
+"""The report's "time per layer" section: GPU time per nn.Module of the model's repeated layers.
+
+Every number comes from ``Warehouse.modules`` (``module_tree`` of ``sql/55_modules.sql``);
+this module picks the tree's *layer* depth and draws it. The layers are the model's repeated
+blocks: at the shallowest depth where one module holds two or more modules of one class
+(``BertLayer_0``, ``BertLayer_1``, ... under ``BertEncoder_0``; ``DiTBlock_<i>`` under
+``DiT_0``), the group of most GPU time. Without repeated blocks, every module of the first
+depth with more than one module is drawn (else the roots).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from tracewh.errors import TracewhError
+from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, values
+from tracewh.report.sections import Section
+from tracewh.report.tables import Column, table
+
+#: Bars drawn at most (the layers in order; the rest are in the table).
+MAX_LAYERS = 64
+
+_INSTANCE = re.compile(r"_(\d+)$")
+
+
+@dataclass(frozen=True)
+class ModuleData:
+    """A run's module tree (every node, depth first) and where its layers are."""
+
+    tree: pl.DataFrame
+    depth: int | None  # depth of the layers (None: no modules)
+    parent: str | None = None  # the module holding them (None: every node at ``depth``)
+    cls: str | None = None  # their class (None: any)
+
+
+def layer_group(tree: pl.DataFrame) -> tuple[int, str | None, str | None] | None:
+    """Where the model's repeated layers are in a ``module_tree`` frame: (depth, parent, class).
+
+    The shallowest depth where a parent holds two or more children of one class (the name
+    without its ``_<n>`` instance suffix), the group with the most GPU time there; else every
+    node of the first depth with two or more nodes (parent and class None); else the roots.
+    None without modules.
+    """
+    nodes = tree.filter(pl.col("module_path").is_not_null())
+    if nodes.is_empty():
+        return None
+    keyed = nodes.select(
+        "depth", "gpu_ns",
+        pl.col("module_path").str.replace(r"/?[^/]*$", "").alias("parent"),
+        pl.col("name").str.replace(r"_\d+$", "").alias("cls"),
+    )
+    groups = (keyed.group_by("depth", "parent", "cls")
+              .agg(pl.len().alias("n"), pl.col("gpu_ns").sum())
+              .filter(pl.col("n") >= 2)
+              .sort(["depth", "gpu_ns", "parent", "cls"], descending=[False, True, False, False]))
+    if not groups.is_empty():
+        g = groups.row(0, named=True)
+        return int(g["depth"]), str(g["parent"]), str(g["cls"])
+    wide = nodes.group_by("depth").len().filter(pl.col("len") >= 2)
+    return (int(wide["depth"].min()) if not wide.is_empty() else 1), None, None  # type: ignore[arg-type]
+
+
+def collect_modules(wh: Any, run_id: str) -> ModuleData | None:
+    """The module tree of ``run_id``; ``None`` where the warehouse has no ``modules`` method."""
+    method = getattr(wh, "modules", None)
+    if method is None:
+        return None
+    try:
+        tree: pl.DataFrame = method(run_id)
+    except TracewhError:
+        return None
+    group = layer_group(tree)
+    if group is None:
+        return ModuleData(tree, None)
+    return ModuleData(tree, *group)
+
+
+def _order(name: str) -> tuple[str, int]:
+    """Natural order of module names: class, then instance number (``Layer_2`` before ``_10``)."""
+    m = _INSTANCE.search(name)
+    return (name[: m.start()], int(m.group(1))) if m else (name, -1)
+
+
+def layers(data: ModuleData) -> pl.DataFrame:
+    """The nodes at the layer depth in natural order: module_path, name, calls, kernels, gpu_ns, pct."""
+    if data.depth is None:
+        return pl.DataFrame()
+    rows = data.tree.filter(pl.col("depth") == data.depth, pl.col("module_path").is_not_null())
+    if data.parent is not None:
+        rows = rows.filter(pl.col("module_path").str.replace(r"/?[^/]*$", "") == data.parent)
+    if data.cls is not None:
+        rows = rows.filter(pl.col("name").str.replace(r"_\d+$", "") == data.cls)
+    keys = [(_order(str(p).rsplit("/", 1)[0]), _order(str(n))) for p, n in
+            zip(rows["module_path"], rows["name"], strict=True)]
+    order = sorted(range(rows.height), key=lambda i: keys[i])
+    return rows[order]
+
+
+def layer_chart(data: ModuleData) -> AnyChart | None:
+    """Bars: GPU time of each layer (inclusive), in model order."""
+    df = layers(data).head(MAX_LAYERS)
+    if df.is_empty():
+        return None
+    df = df.with_row_index("k").select(
+        "k", "module_path", "name", "calls", "kernels",
+        (pl.col("gpu_ns") / 1e6).alias("gpu_ms"), pl.col("pct").round(2),
+    )
+    return (
+        alt.Chart(values(df))
+        .mark_bar(color="#54a24b")
+        .encode(
+            x=alt.X("gpu_ms:Q", title="GPU time (ms)"),
+            y=alt.Y("module_path:N", sort=alt.EncodingSortField(field="k", order="ascending"),
+                    title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr="split(datum.label, '/')[length(split(datum.label, '/')) - 1]")),
+            tooltip=[alt.Tooltip("module_path:N", title="module"), alt.Tooltip("calls:Q"),
+                     alt.Tooltip("kernels:Q"),
+                     alt.Tooltip("gpu_ms:Q", title="GPU time (ms)", format=",.3f"),
+                     alt.Tooltip("pct:Q", title="share of GPU time (%)")],
+        )
+        .properties(
+            title=alt.TitleParams("Time per layer", anchor="start", fontSize=14,
+                                  subtitle="GPU time of each repeated block (inclusive), "
+                                           "in model order"),
+            width=WIDTH - LABEL_LIMIT,
+        )
+    )
+
+
+def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
+    """The "time per layer" section of a run's report (or why there is none)."""
+    key = f"{prefix}modules"
+    empty = "no nn.Module spans in this trace (record with with_stack=True, with_modules=True)"
+    if data is None or data.depth is None:
+        return Section(key, "Time per layer", None, empty)
+    rows = layers(data)
+    text = ""
+    if rows.height:
+        slowest = rows.sort("gpu_ns", descending=True).row(0, named=True)
+        what = f"{data.cls} modules of {data.parent}" if data.cls else f"modules at depth {data.depth}"
+        text = (f"{rows.height} {what}; the slowest, {slowest['module_path']}, "
+                f"takes {slowest['gpu_ns'] / 1e6:,.3f} ms ({slowest['pct']:.1f}% of the GPU time).")
+    tree = data.tree.with_columns(
+        pl.when(pl.col("module_path").is_null()).then(pl.lit("(no module)"))
+        .otherwise(pl.lit("· ").repeat_by(pl.col("depth") - 1).list.join("") + pl.col("name"))
+        .alias("module")
+    ).filter(pl.col("depth") <= data.depth)
+    return Section(key, "Time per layer", layer_chart(data), empty, text=text, tables=[
+        table("Module tree (down to the layers; inclusive GPU time)", tree, [
+            Column("module", "module"), Column("calls", "calls"), Column("kernels", "kernels"),
+            Column("gpu_ns", "GPU", "ms"), Column("self_gpu_ns", "self", "ms"),
+            Column("pct", "share of GPU time", "pct"),
+        ], limit=60)])
+
+
+__all__ = ["ModuleData", "collect_modules", "layer_chart", "layer_group", "layers",
+           "modules_section"]
