@@ -637,7 +637,7 @@ class Warehouse:
         :meth:`modules`. Columns: annotation_path, name, depth, calls, kernels, gpu_ns
         (inclusive), self_gpu_ns, pct.
         """
-        return self._analysis(macros.annotations(gpu=gpu, depth=depth, top=top), run)
+        return self._analysis(macros.annotation_tree(gpu=gpu, depth=depth, top=top), run)
 
     def graph_launches(self, run: RunSelector = "latest") -> pl.DataFrame:
         """One row per CUDA/HIP graph launch: its ops, latency, the capture it maps to."""

@@ -195,9 +195,7 @@ def _write_table_info(con: duckdb.DuckDBPyConnection) -> None:
 
     A query session reads them from there, so it never imports the Arrow schemas.
     """
-    from tracewh.schema import TABLES
-
-    from tracewh.schema import SCHEMA_KEY
+    from tracewh.schema import SCHEMA_KEY, TABLES
 
     con.execute(
         "CREATE TABLE tw_tables (position INTEGER, name VARCHAR, run_child BOOLEAN, "

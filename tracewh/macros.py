@@ -15,7 +15,7 @@ from typing import Any
 from tracewh.errors import UsageError
 
 __all__ = [
-    "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotations", "breakdown", "gaps", "idle_breakdown",
+    "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotation_tree", "breakdown", "gaps", "idle_breakdown",
     "kernels", "largest_gaps", "launches", "memcpy", "modules", "ops", "queue_depth", "steps",
 ]
 
@@ -113,7 +113,9 @@ def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
     return MacroCall("module_tree", {"max_depth": depth, "top": top})
 
 
-def annotations(*, gpu: bool = False, depth: int | None = None, top: int | None = None) -> MacroCall:
+def annotation_tree(
+    *, gpu: bool = False, depth: int | None = None, top: int | None = None
+) -> MacroCall:
     """GPU time per user annotation as a tree (``annotation_tree``); ``gpu``: GPU-side spans."""
     _check_tree(depth, top)
     source = "gpu_user_annotation" if gpu else "user_annotation"
