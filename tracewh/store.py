@@ -266,13 +266,15 @@ class Store:
         if not self.exists():
             raise WarehouseError(self.root, "is not a tracewh warehouse (no tables/runs)")
         marker = self._read_marker()
-        if (not self.remote and tables is not None and schema_key is not None
-                and marker is not None and marker.get("key") == schema_key
-                and all((self.tables_dir / n / "_delta_log").is_dir() for n in tables)):
+        complete = self.remote or tables is None or all(
+            (self.tables_dir / n / "_delta_log").is_dir() for n in tables
+        )
+        if (not self.remote and complete and schema_key is not None
+                and marker is not None and marker.get("key") == schema_key):
             return frozenset(marker.get("partial") or ())
         from tracewh.schema import SCHEMA_KEY
 
-        if marker is None or marker.get("key") != SCHEMA_KEY:
+        if marker is None or marker.get("key") != SCHEMA_KEY or not complete:
             try:
                 self.create()  # written by a tracewh before these tables or columns: add them
             except ReadOnlyWarehouseError:
