@@ -206,12 +206,29 @@ def _attribute(devices: dict[str, Device], ops: dict[tuple[int, int], list[tuple
                 a.op, a.op_index = stack[-1][3], stack[-1][2]
 
 
-def step_rows(ref: Reference, dev: Device) -> list[dict[str, Any]]:
-    """Per ProfilerStep of the trace: the device's opening level, peak and counts."""
+def marker_steps(path: Path, pattern: str) -> dict[int, tuple[int, int]]:
+    """Step windows of ``--step-marker pattern``: the outermost cpu_op/user_annotation spans
+    whose name contains ``pattern``, per thread, numbered from 0 by start time."""
+    doc = _load(path)
+    base = int(doc.get("baseTimeNanoseconds") or 0)
+    spans = sorted(
+        (_ns(e["ts"]) + base, _ns(e["ts"]) + base + _ns(e["dur"]), e.get("pid"), e.get("tid"))
+        for e in doc["traceEvents"]
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+        and pattern in str(e.get("name")) and e.get("dur") is not None
+    )
+    outer = [s for s in spans if not any(o is not s and o[2:] == s[2:] and o[0] <= s[0] and s[1] <= o[1]
+                                         and (o[0], -o[1]) < (s[0], -s[1]) for o in spans)]
+    return {i: (s, e) for i, (s, e, _, _) in enumerate(outer)}
+
+
+def step_rows(ref: Reference, dev: Device, windows: dict[int, tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+    """Per step of the trace (ProfilerStep, or the given windows): opening level, peak, counts."""
     rows = []
     prev_peak: int | None = None
-    for n in sorted(ref.steps):
-        s, e = ref.steps[n]
+    steps = ref.steps if windows is None else windows
+    for n in sorted(steps):
+        s, e = steps[n]
         opening = dev.level_before(s)
         inside = [m for m in dev.events if s <= m.ts < e]
         peak = max([opening, *(m.allocated for m in inside)])

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from memory_reference import reference, step_rows
+from memory_reference import marker_steps, reference, step_rows
 from typer.testing import CliRunner
 
 from tracewh.api import Warehouse
@@ -145,3 +145,25 @@ def test_synth_leak_option(tmp_path: Path) -> None:
     assert dev.events[-1].allocated == BEFORE + 2 * 1_000_000
     bad = runner.invoke(app, ["synth", str(tmp_path / "m.json"), "--leak", "1MB", "--no-memory"])
     assert bad.exit_code == 2 and "needs memory events" in bad.output
+
+
+def test_step_marker_steps(tmp_path: Path) -> None:
+    # no ProfilerStep: the steps are the "Torch-Compiled Region" spans around the blocks;
+    # the leaking clone runs after them, between two steps
+    path = tmp_path / "compiled.pt.trace.json"
+    write_trace(path, SynthConfig(steps=4, layers=1, seed=3, leak_bytes=LEAK, profiler_steps=False,
+                                  compiled=True))
+    wh = Warehouse(tmp_path / "wh")
+    (result,) = wh.ingest([path], step_marker="Torch-Compiled Region").results
+    steps = wh.memory(str(result.run_id), view="steps")
+    windows = marker_steps(path, "Torch-Compiled Region")
+    assert steps["step"].to_list() == sorted(windows) == [0, 1, 2, 3]
+    ref = reference(path)
+    assert not ref.steps  # no ProfilerStep in this trace
+    (dev,) = ref.devices.values()
+    expected = step_rows(ref, dev, windows)
+    assert [{k: r[k] for k in e} for r, e in zip(steps.iter_rows(named=True), expected, strict=True)] == expected
+    assert steps["start_allocated_bytes"].diff().drop_nulls().to_list() == [LEAK] * 3
+    assert steps["retained_bytes"].to_list() == [0] * 4  # the leak is outside the marker spans
+    (leak,) = wh.memory(str(result.run_id), view="leaks").iter_rows(named=True)
+    assert (leak["rising_openings"], leak["retaining_steps"], leak["leak_suspect"]) == (3, 0, True)
