@@ -244,6 +244,28 @@ def test_captured_trace_ingests_with_labels_and_ranks_cpu_ops(
     assert by_name["aten::addmm"] == 5 * STEPS
 
 
+def test_captured_steps_found_by_the_step_marker(captured: Any, tmp_path: Path) -> None:
+    """`ingest --step-marker tracewh.step` finds the captured steps without ProfilerStep."""
+    from tracewh.api import Warehouse
+
+    spans = sorted(
+        (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+        for e in _trace_events(captured.trace_path)
+        if e.get("name") == STEP_SPAN and e.get("ph") == "X"
+    )
+    wh = Warehouse(tmp_path / "wh")
+    [result] = wh.ingest([captured.trace_path], step_marker=STEP_SPAN).results
+    assert result.outcome == "ingested", result.error
+    run = wh.runs().row(0, named=True)
+    assert run["step_marker"] == STEP_SPAN and run["n_steps"] == STEPS == len(spans)
+    got = wh.sql("SELECT step, ts_ns, dur_ns FROM steps ORDER BY step")
+    assert got["step"].to_list() == list(range(STEPS))
+    # the steps' windows are the spans' (the warehouse's clock adds the trace's base time)
+    base = got["ts_ns"][0] - spans[0][0]
+    for (start, end), ts, dur in zip(spans, got["ts_ns"], got["dur_ns"], strict=True):
+        assert abs(ts - base - start) <= 1 and abs(ts + dur - base - end) <= 1
+
+
 def test_context_manager_form(torch: Any, tmp_path: Path) -> None:
     model, x = _mlp(torch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
