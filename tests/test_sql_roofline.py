@@ -204,7 +204,7 @@ def test_every_roofline_macro_runs_on_an_empty_warehouse() -> None:
         "SELECT * FROM device_peaks", "SELECT * FROM run_device(['x'])",
         "SELECT * FROM cpu_op_parents(['x'])", "SELECT * FROM roofline_ops(['x'])",
         "SELECT * FROM roofline_runs(['x'])", "SELECT * FROM roofline('x')",
-        "SELECT * FROM roofline_history()",
+        "SELECT * FROM roofline_history()", "SELECT * FROM op_series_values(['x'])",
     ):  # fmt: skip
         assert con.execute(sql).fetchall() is not None
 

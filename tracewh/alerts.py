@@ -128,6 +128,7 @@ def changes(
     kernel: str | None = None,
     category: str | None = None,
     module: str | None = None,
+    op: str | None = None,
     where: Mapping[str, str] | None = None,
     alpha: float = DEFAULT_ALPHA,
     min_change: float = 0.0,
@@ -139,8 +140,8 @@ def changes(
     today: dt.date | None = None,
 ) -> ChangesReport:
     """Change points of every comparable series; see :meth:`tracewh.api.Warehouse.changes`."""
-    if sum(x is not None for x in (kernel, category, module)) > 1:
-        raise UsageError("give one of --kernel, --category, --module")
+    if sum(x is not None for x in (kernel, category, module, op)) > 1:
+        raise UsageError("give one of --kernel, --category, --module, --op")
     if not 0 < alpha < 1:
         raise UsageError("alpha must be between 0 and 1")
     if min_change < 0 or min_ms < 0 or floor_ms < 0:
@@ -157,19 +158,25 @@ def changes(
         runs = runs.join(rs.excluded.select("run_id"), on="run_id", how="anti")
     params: dict[str, Any] = {
         "since": first.isoformat() if first else None, "kernel": kernel, "category": category,
-        "module": module, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
+        "module": module, "op": op, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
         "min_ms": min_ms, "floor_ms": floor_ms, "keys": list(keys), "threshold": threshold,
         "include_unusable": include_unusable,
     }  # fmt: skip
     if runs.is_empty():
         return ChangesReport(_decorate(_empty_changes(), runs), 0, 0,
                              excl.select("run_id", "day", "reasons"), params)  # fmt: skip
-    values = src.sql(
-        "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
-        " module_prefix := $m)",
-        {"s": first, "k": kernel, "c": category, "m": module},
-        since=first,
-    )
+    if op is not None:  # the operators' TFLOP/s (sql/94_op_series.sql), only when asked
+        values = src.sql(
+            "SELECT * FROM op_series_values($runs, op_pattern := $op, min_ms := $min_ms)",
+            {"runs": runs["run_id"].to_list(), "op": op, "min_ms": min_ms}, since=first,
+        )
+    else:
+        values = src.sql(
+            "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
+            " module_prefix := $m)",
+            {"s": first, "k": kernel, "c": category, "m": module},
+            since=first,
+        )
     opts = DetectOptions(alpha=alpha, min_change=min_change, min_value=min_ms * 1e6,
                          floor=floor_ms * 1e6)  # fmt: skip
     found = find_changes(runs, values, options=opts)

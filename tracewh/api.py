@@ -840,6 +840,7 @@ class Warehouse:
         kernel: str | None = None,
         category: str | None = None,
         module: str | None = None,
+        op: str | None = None,
         where: Mapping[str, str] | None = None,
         alpha: float | None = None,
         min_change: float = 0.0,
@@ -865,6 +866,11 @@ class Warehouse:
         kernel, category, module
             Analyse only the ops matching a kernel pattern, of a category, or under a
             module path (at most one).
+        op
+            Analyse instead the achieved TFLOP/s of the CPU operators matching this
+            pattern (one series per operator, Input Dims, dtype and params; roofline
+            model, higher is better; ``op_series_values``). Not analysed without it: it
+            costs the roofline of every run.
         where
             Labels or run fields the runs must have.
         alpha
@@ -885,8 +891,9 @@ class Warehouse:
         from tracewh import alerts as _alerts
 
         return _alerts.changes(
-            self, since=since, kernel=kernel, category=category, module=module, where=where,
-            alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha, min_change=min_change,
+            self, since=since, kernel=kernel, category=category, module=module, op=op,
+            where=where, alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
+            min_change=min_change,
             min_ms=min_ms, floor_ms=floor_ms, keys=_alerts.DEFAULT_KEYS if keys is None else keys,
             include_unusable=include_unusable,
         )  # fmt: skip
@@ -905,6 +912,7 @@ class Warehouse:
         keys: Sequence[str] | None = None,
         all_ranks: bool = True,
         include_unusable: bool = False,
+        op: str | None = None,
     ) -> _check.CheckReport:
         """Check a run, and the other ranks of its job instance, for regressions in force.
 
@@ -916,7 +924,9 @@ class Warehouse:
         and ``floor_ms`` per step. The baseline is that earlier segment (its last
         ``baseline`` runs when given); "since" names the change's first run. Runs with
         fewer than ``min_runs`` comparable earlier runs are not checked (listed in
-        ``CheckReport.insufficient``). See :mod:`tracewh.check`.
+        ``CheckReport.insufficient``). With ``op``, the achieved TFLOP/s of the CPU
+        operators matching that pattern are checked too (a drop is a regression; see
+        :meth:`changes`). See :mod:`tracewh.check`.
 
         Examples
         --------
@@ -931,7 +941,7 @@ class Warehouse:
             floor_ms=floor_ms, min_runs=min_runs,
             alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
             keys=_alerts.DEFAULT_KEYS if keys is None else keys,
-            all_ranks=all_ranks, include_unusable=include_unusable,
+            all_ranks=all_ranks, include_unusable=include_unusable, op=op,
         )  # fmt: skip
 
 

@@ -7,7 +7,8 @@ whole history (:mod:`tracewh.analysis.changepoint`). The series' last segment ho
 Going back from the latest change point, the first one that is **still in force** decides:
 the last segment's level differs from the level of the segment before that change point in
 the change's direction, by more than ``threshold`` (relative) and ``k_mad`` times the noise
-the test measured and ``floor_ms`` per step. Its status is ``regression`` (slower, or a
+the test measured and ``floor_ms`` per step. Its status is ``regression`` (slower, a lower
+TFLOP/s of an operator checked with ``op``, or a
 higher idle fraction), ``improvement``, ``new`` (a group that did not run before) or
 ``gone``; the baseline is the segment before the change (at most its ``baseline`` last runs
 when given), and "since" is the change's first run (its day and ``commit`` label). A change
@@ -31,13 +32,19 @@ import polars as pl
 
 from tracewh.alerts import commit_label, run_set
 from tracewh.analysis.changepoint import DEFAULT_ALPHA, ChangePoint, detect
-from tracewh.analysis.changes import MEMORY_FLOOR_BYTES, TIME_METRICS, ZERO_FILLED, metric_unit
+from tracewh.analysis.changes import (
+    HIGHER_IS_BETTER,
+    MEMORY_FLOOR_BYTES,
+    TIME_METRICS,
+    ZERO_FILLED,
+    metric_unit,
+)
 from tracewh.analysis.workload import DEFAULT_KEYS
 from tracewh.errors import UsageError
 from tracewh.runsel import RunSelector, Source
 
 _KIND = {"step": "step", "idle": "idle", "category": "category", "kernel": "kernel",
-         "module": "module", "memory": "memory"}  # fmt: skip
+         "module": "module", "memory": "memory", "op_tflops": "op_tflops"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -188,8 +195,13 @@ def verdict(
     k_mad: float,
     floor: float,
     baseline: int | None,
+    higher_is_better: bool = False,
 ) -> _Verdict:
-    """The status of the last value of ``x`` given the series' change points (see module)."""
+    """The status of the last value of ``x`` given the series' change points (see module).
+
+    ``higher_is_better`` (a throughput such as an operator's TFLOP/s): a drop is the
+    regression and a rise the improvement.
+    """
     segs = _segments(x.size, cps)
     s_k, e_k = segs[-1]
     level = float(x[s_k:e_k].mean())
@@ -205,8 +217,9 @@ def verdict(
         if np.sign(delta) != direction or abs(delta) <= bound:
             continue
         mad = float(np.median(np.abs(base_vals - np.median(base_vals))))
+        worse = delta < 0 if higher_is_better else delta > 0
         status = ("new" if base == 0 else "gone" if level == 0
-                  else "regression" if delta > 0 else "improvement")  # fmt: skip
+                  else "regression" if worse else "improvement")  # fmt: skip
         return _Verdict(status, level, base, mad, segs[j + 1][0], cp.p_value, cp.provisional)
     before = x[s_k:e_k - 1]
     base_ok = float(before.mean()) if before.size else None
@@ -227,8 +240,13 @@ def check(
     keys: Sequence[str] = DEFAULT_KEYS,
     all_ranks: bool = True,
     include_unusable: bool = False,
+    op: str | None = None,
 ) -> CheckReport:
-    """Check a run and the other ranks of its job instance; see :meth:`Warehouse.check`."""
+    """Check a run and the other ranks of its job instance; see :meth:`Warehouse.check`.
+
+    ``op``: also check the achieved TFLOP/s of the CPU operators matching this pattern
+    (``op_series_values``, sql/94_op_series.sql; a drop is a regression).
+    """
     if baseline is not None and baseline < 1:
         raise UsageError("--baseline must be at least 1")
     if min_runs < 1:
@@ -247,7 +265,7 @@ def check(
     params: dict[str, Any] = {
         "baseline": baseline, "threshold": threshold, "k_mad": k_mad, "min_ms": min_ms,
         "floor_ms": floor_ms, "min_runs": min_runs, "alpha": alpha, "keys": list(keys),
-        "all_ranks": all_ranks, "include_unusable": include_unusable,
+        "all_ranks": all_ranks, "include_unusable": include_unusable, "op": op,
     }  # fmt: skip
     checked: list[CheckedRun] = []
     histories: dict[str, pl.DataFrame] = {}
@@ -270,6 +288,13 @@ def check(
         days = {d for c in todo for d in histories[c.run_id]["day"].to_list()}
         values = src.sql("SELECT * FROM series_values(since := $s)", {"s": min(days)},
                          since=min(days))  # fmt: skip
+        if op is not None:
+            ids = sorted({r for c in todo for r in histories[c.run_id]["run_id"].to_list()})
+            ops = src.sql(
+                "SELECT * FROM op_series_values($runs, op_pattern := $op, min_ms := $min_ms)",
+                {"runs": ids, "op": op, "min_ms": min_ms}, since=min(days),
+            )  # fmt: skip
+            values = pl.concat([values, ops.select(values.columns).cast(values.schema)])
         for c in todo:
             f, r = _check_run(c, histories[c.run_id], values, params)
             findings += f
@@ -326,7 +351,7 @@ def _check_run(
         vd = verdict(xs, cps, threshold=float(p["threshold"]), k_mad=float(p["k_mad"]),
                      floor=float(p["floor_ms"]) * 1e6 if is_time
                      else MEMORY_FLOOR_BYTES if metric == "memory" else 0.0,
-                     baseline=p["baseline"])  # fmt: skip
+                     baseline=p["baseline"], higher_is_better=metric in HIGHER_IS_BETTER)  # fmt: skip
         if metric in ZERO_FILLED and max(vd.level, vd.baseline or 0.0, float(xs[-1])) < min_ns:
             continue
         since = ids[int(keep[vd.since])] if vd.since is not None else None
@@ -358,7 +383,8 @@ def _grouped(findings: list[Finding], runs: pl.DataFrame) -> list[Finding]:
                   key=lambda k: -max((start.get(f.since_run_id or "", 0) or 0) for f in findings
                                      if inst.get(f.since_run_id or "", "") == k))  # fmt: skip
     num = {k: i + 1 for i, k in enumerate(keys)}
-    order = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5}
+    order = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5,
+             "op_tflops": 6}  # fmt: skip
     out = [Finding(**{**f.__dict__, "group": num[inst.get(f.since_run_id or "", "")]})
            for f in findings]  # fmt: skip
     return sorted(out, key=lambda f: (f.group, order.get(f.metric_kind, 9),

@@ -39,13 +39,20 @@ BYTE_METRICS = frozenset({"memory"})
 MEMORY_FLOOR_BYTES = 1 << 20
 #: Metrics that count 0 in a run of the series where they have no value.
 ZERO_FILLED = frozenset({"category", "kernel", "module"})
-_METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5}
+#: Metrics where higher is better (a throughput: achieved TFLOP/s of an operator,
+#: sql/94_op_series.sql): for them a drop is the regression.
+HIGHER_IS_BETTER = frozenset({"op_tflops"})
+_METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5,
+                 "op_tflops": 6}  # fmt: skip
 
 
 def metric_unit(metric: str) -> str:
-    """The unit of a metric's values: ``ns/step``, ``fraction`` (idle) or ``bytes`` (memory)."""
+    """The unit of a metric's values: ``ns/step``, ``fraction`` (idle), ``bytes`` (memory)
+    or ``TFLOP/s`` (op_tflops)."""
     if metric in BYTE_METRICS:
         return "bytes"
+    if metric in HIGHER_IS_BETTER:
+        return "TFLOP/s"
     return "ns/step" if metric in TIME_METRICS else "fraction"
 
 

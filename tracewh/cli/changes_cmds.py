@@ -43,12 +43,16 @@ def _short(r: dict[str, object], fitted: dict[str, str] | None = None) -> str:
         short = str(r["short_name"] or key)
         k = (fitted or {}).get(key, key)
         return f"kernel {short} [{k}]" if k != short else f"kernel {short}"
+    if metric == "op_tflops":
+        return f"operator {r['name']} [{r['short_name']}] achieved TFLOP/s"
     return f"{metric} {key}"
 
 
 def _value(r: dict[str, object], v: float) -> str:
     if r["metric"] == "memory":
         return bytes_text(v)
+    if r["metric"] == "op_tflops":
+        return f"{v:.2f} TFLOP/s"
     return f"{v:.3f}" if r["metric"] == "idle" else f"{v:.3f} ms"
 
 
@@ -104,6 +108,7 @@ def changes(
     kernel: str | None = typer.Option(None, "--kernel", "-k", metavar="PATTERN", help="Only GPU ops matching this pattern (glob with * ? [, else substring)."),
     category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="Only GPU ops of this category."),
     module: str | None = typer.Option(None, "--module", "-m", metavar="PATH", help="Only GPU ops under this module path (Root/child/...)."),
+    op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Instead: the achieved TFLOP/s of the CPU operators matching PATTERN (roofline; a drop is the regression)."),
     where: list[str] | None = where_option(),
     alpha: float = typer.Option(0.01, "--alpha", metavar="P", help="Significance of a change (per split, after the correction for the search)."),
     min_change: str = typer.Option("0%", "--min-change", metavar="PCT", help="Smallest relative change reported, e.g. 2%."),
@@ -126,7 +131,7 @@ def changes(
         ref = wh.resolve_run(run) if run else None
         report = wh.changes(
             since=None if since.strip().lower() == "all" else since, kernel=kernel,
-            category=category, module=module, where=parse_pairs(where), alpha=alpha,
+            category=category, module=module, op=op, where=parse_pairs(where), alpha=alpha,
             min_change=mc, min_ms=min_ms, include_unusable=include_unusable,
         )  # fmt: skip
         rows = report.to_dicts()
@@ -143,7 +148,7 @@ def changes(
             write_out(frame, out)
     if fmt in ("table", "csv"):
         with handle_errors():
-            show(frame, fmt, title="changes (before/after in ms per step; idle: fraction)",
+            show(frame, fmt, title="changes (before/after in ms per step; idle: fraction; --op: TFLOP/s)",
                  run=ref, absolute=True, empty="no change found")
         return
     if fmt == "json":

@@ -172,6 +172,8 @@ def _what(f: Finding) -> str:
         key = f.metric
         short = f.short_name or key
         return f"kernel {short} [{key}]" if key != short else f"kernel {short}"
+    if f.metric_kind == "op_tflops":
+        return f"operator {f.name} [{f.short_name}] achieved TFLOP/s"
     return f"{f.metric_kind} {f.metric}"
 
 
@@ -180,6 +182,8 @@ def _val(f: Finding, v: float | None) -> str:
         return "n/a"
     if f.metric_kind == "memory":
         return bytes_text(v)
+    if f.metric_kind == "op_tflops":
+        return f"{v:.2f} TFLOP/s"
     return f"{v:.3f}" if f.metric_kind == "idle" else _ms(v)
 
 
@@ -189,8 +193,9 @@ def _finding_line(f: Finding) -> str:
     since = f", since run {f.since_run_id} ({f.since_day}{label})" if f.since_run_id else ""
     rank = f"rank {f.rank}: " if f.rank is not None else ""
     prov = "; provisional: seen on fewer than 3 runs" if f.provisional else ""
+    per = "" if f.metric_kind == "op_tflops" else " per step"  # a rate, not a time per step
     return (
-        f"{rank}{_what(f)}: {_val(f, f.level_ns)} per step vs baseline {_val(f, f.baseline_ns)}"
+        f"{rank}{_what(f)}: {_val(f, f.level_ns)}{per} vs baseline {_val(f, f.baseline_ns)}"
         f"{pct}{since} (p={f.p_value:.1g}{prov})"
     )
 
@@ -244,7 +249,7 @@ def report_text(report: CheckReport, *, markdown: bool = False, width: int | Non
         lines.append(f"{bullet}left out of the baselines: {report.excluded.height} unusable run(s) ({reasons})")
     lines.append("")
     if report.regressions:
-        lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got worse (slower, or more memory)")
+        lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got worse (slower, more memory, or fewer TFLOP/s)")
         group = None
         for f in report.regressions:
             if f.group != group:
@@ -276,6 +281,7 @@ def check(
     alpha: float = typer.Option(0.01, "--alpha", metavar="P", help="Significance of a change point."),
     key: list[str] | None = typer.Option(None, "--key", metavar="LABEL", help="Labels that name a workload (repeatable; default model, branch)."),
     include_unusable: bool = typer.Option(False, "--include-unusable", help="Keep runs flagged unusable for comparison in the baselines."),
+    op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Also check the achieved TFLOP/s of the CPU operators matching PATTERN (roofline; a drop is a regression)."),
     fmt: str = format_option("text", ("text", "markdown", "json")),
 ) -> None:
     """Check a run (default: the latest, with its other ranks) for a regression in force.
@@ -295,6 +301,7 @@ def check(
             ref, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
             k_mad=k_mad, min_runs=min_runs, alpha=alpha,
             keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
+            op=op,
         )
     if fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
