@@ -15,16 +15,26 @@
 -- roofline_ops(run_list)  (table macro)
 --   grain: one row per GPU op with a duration of the runs in `run_list`.
 --   columns: run_id, gpu_event_index, name (the GPU op's), dur_ns, op_kind, memcpy_kind, launcher_event_index (the
---            innermost cpu_op enclosing the launch: the linkage's op), op_event_index (the
---            cpu_op the GPU op's time is attributed to; NULL when no cpu_op encloses the
---            launch), graph (launched by a CUDA/HIP graph launch)
+--            innermost cpu_op enclosing the launch: the linkage's op; for a replayed op the
+--            capture's cpu_op that recorded its graph node), op_run_id (the run of the
+--            launcher's and the attributed op's events: the capture's run for a replayed op),
+--            op_event_index (the cpu_op the GPU op's time is attributed to; NULL when no
+--            cpu_op encloses the launch), graph (launched by a CUDA/HIP graph launch),
+--            replayed (a graph-launched op mapped to its capture), graph_launch_ts_ns (the
+--            graph launch of a replayed op: each launch is one call of the capture's ops),
+--            op_name, input_dims, dtype, family, params, flops, bytes, roof, non_contiguous,
+--            note (the attributed op's, from op_work)
 --   Attribution: the nearest cpu_op, from the launcher outwards, whose work op_work can
 --   compute (its own perf model: aten::addmm under aten::linear, _flash_attention_forward
 --   under SDPA); the launcher itself when none can. When that op is an ancestor of the
 --   launcher (the launcher has no model, e.g. a fill kernel inside a modelled op), the
 --   ancestor owns all of its sub-tree's GPU ops, so its time and its FLOPs cover the same
---   work; the outermost such ancestor wins. Graph-launched GPU ops stay with their launcher
---   and are never modelled (the op around a graph launch did not issue those kernels).
+--   work; the outermost such ancestor wins. GPU ops replayed by a graph launch are mapped
+--   to the node of the capture that recorded them (graph_replay, 45_graphs.sql: a trace of
+--   the same job that captured the graph) and attributed, by the same rule, from the
+--   capture's cpu_op that recorded the node (its Input Dims give the work); one graph
+--   launch is one call of each such op. Graph-launched ops without a capture in the
+--   warehouse stay with their launcher, unmodelled (it did not issue those kernels).
 --   Computed without walking the ancestor chain and without joins on time: nesting is by
 --   time on each (run, pid, tid) as in cpu_op_parents (by start, longer first; an end before
 --   a start at one instant); a sweep over the modelled ops counts how many are open at each
@@ -121,10 +131,27 @@ CREATE OR REPLACE MACRO roofline_ops(run_list) AS TABLE
 WITH
 g AS (
     SELECT run_id, event_index, name, dur_ns, op_kind, memcpy_kind, launch_pid, launch_tid,
-           op_name, op_ts_ns, op_dur_ns,
-           coalesce(launch_name ILIKE '%GraphLaunch%', false) AS graph
+           launch_ts_ns, op_name, op_ts_ns, op_dur_ns, graph_position,
+           coalesce(launch_kind = 'graph' OR launch_name ILIKE '%GraphLaunch%', false) AS graph
     FROM gpu_ops
     WHERE list_contains(CAST(run_list AS VARCHAR[]), run_id) AND dur_ns IS NOT NULL
+),
+-- GPU ops replayed by a graph launch, mapped to the node of the capture that recorded them
+-- (graph_replay, 45_graphs.sql: same job, by position); the node's launch call, in the
+-- capture's run
+rep AS MATERIALIZED (
+    SELECT q.run_id, r.event_index, r.capture_run_id, n.launch_event_index, r.op_name, r.op_ts_ns
+    FROM (SELECT DISTINCT run_id FROM g WHERE graph_position IS NOT NULL) q,
+         LATERAL graph_replay(q.run_id) r
+    JOIN graph_nodes n
+      ON n.run_id = r.capture_run_id AND n.capture = r.capture AND n.position = r.graph_position
+    WHERE r.op_name IS NOT NULL
+),
+-- the runs whose cpu_ops count: those asked for and the captures their replays map to
+op_runs AS (
+    SELECT list_distinct(list_concat(
+        CAST(run_list AS VARCHAR[]),
+        coalesce((SELECT list(DISTINCT capture_run_id) FROM rep), CAST([] AS VARCHAR[])))) AS ids
 ),
 -- every cpu_op with a duration: its place on its thread (seq: by start, longer first) and
 -- the work of its signature (args_json parsed once per op)
@@ -141,10 +168,10 @@ o AS MATERIALIZED (
                    PARTITION BY run_id, coalesce(pid, -1), coalesce(tid, -1)
                    ORDER BY ts_ns, dur_ns DESC, event_index
                ) AS seq
-        FROM cpu_op_args(run_list)
+        FROM cpu_op_args((SELECT ids FROM op_runs))
         WHERE dur_ns IS NOT NULL AND ts_ns IS NOT NULL
     ) a
-    LEFT JOIN op_work(run_list) w
+    LEFT JOIN op_work((SELECT ids FROM op_runs)) w
       ON w.run_id = a.run_id AND w.op_name = a.name
      AND w.input_dims IS NOT DISTINCT FROM a.input_dims
      AND w.input_types IS NOT DISTINCT FROM a.input_types
@@ -152,7 +179,7 @@ o AS MATERIALIZED (
      AND w.concrete_inputs IS NOT DISTINCT FROM a.concrete_inputs
 ),
 -- the launcher: the cpu_op the linkage named (the innermost one of identical spans)
-l AS (
+l0 AS (
     SELECT g.*, o.event_index AS launcher
     FROM g
     LEFT JOIN o
@@ -160,10 +187,29 @@ l AS (
      AND o.ts_ns = g.op_ts_ns AND o.name = g.op_name AND o.dur_ns = g.op_dur_ns
     QUALIFY row_number() OVER (PARTITION BY g.run_id, g.event_index ORDER BY o.seq DESC NULLS LAST) = 1
 ),
+-- a replayed op's launcher is the capture's cpu_op that recorded its node: the innermost
+-- one of that name and start on the thread of the node's launch call
+cl AS (
+    SELECT r.run_id, r.event_index, o.run_id AS op_run_id, o.event_index AS launcher
+    FROM rep r
+    JOIN events le ON le.run_id = r.capture_run_id AND le.event_index = r.launch_event_index
+    JOIN o ON o.run_id = r.capture_run_id AND o.pid IS NOT DISTINCT FROM le.pid
+          AND o.tid IS NOT DISTINCT FROM le.tid AND o.ts_ns = r.op_ts_ns AND o.name = r.op_name
+    WHERE list_contains((SELECT ids FROM op_runs), le.run_id)
+    QUALIFY row_number() OVER (PARTITION BY r.run_id, r.event_index ORDER BY o.seq DESC) = 1
+),
+-- op_run_id: the run of the launcher's event (the capture's for a replayed op)
+l AS (
+    SELECT l0.* REPLACE (CASE WHEN c.launcher IS NOT NULL THEN c.launcher ELSE l0.launcher END AS launcher),
+           coalesce(c.op_run_id, l0.run_id) AS op_run_id,
+           c.launcher IS NOT NULL AS replayed
+    FROM l0
+    LEFT JOIN cl c ON c.run_id = l0.run_id AND c.event_index = l0.event_index
+),
 launchers AS (
-    SELECT run_id, launcher, bool_and(graph) AS graph
+    SELECT op_run_id AS run_id, launcher, bool_and(graph AND NOT replayed) AS graph
     FROM l WHERE launcher IS NOT NULL
-    GROUP BY run_id, launcher
+    GROUP BY op_run_id, launcher
 ),
 -- the ops sweep 1 needs: modelled ops and the launchers of GPU ops not replayed by a graph
 p1 AS (
@@ -248,27 +294,29 @@ attr AS (
 )
 SELECT
     l.run_id, l.event_index AS gpu_event_index, l.name, l.dur_ns, l.op_kind, l.memcpy_kind,
-    l.launcher AS launcher_event_index,
-    w.event_index AS op_event_index, l.graph,
+    l.launcher AS launcher_event_index, l.op_run_id,
+    w.event_index AS op_event_index, l.graph, l.replayed,
+    CASE WHEN l.replayed THEN l.launch_ts_ns END AS graph_launch_ts_ns,
     w.name AS op_name, w.input_dims, w.dtype, w.family, w.params,
-    CASE WHEN NOT l.graph THEN w.flops END AS flops,
-    CASE WHEN NOT l.graph THEN w.bytes END AS bytes,
+    CASE WHEN NOT l.graph OR l.replayed THEN w.flops END AS flops,
+    CASE WHEN NOT l.graph OR l.replayed THEN w.bytes END AS bytes,
     w.roof, w.non_contiguous,
     CASE
         WHEN l.launcher IS NULL THEN 'no CPU operator encloses the launch'
-        WHEN l.graph THEN 'CUDA/HIP graph replay: the kernels were not issued by this operator'
+        WHEN l.graph AND NOT l.replayed
+            THEN 'CUDA/HIP graph replay with no capture of the graph in the warehouse (ingest the trace that captured it): the operator around the launch did not issue these kernels'
         ELSE w.note
     END AS note
 FROM l
-LEFT JOIN attr a ON a.run_id = l.run_id AND a.launcher = l.launcher
+LEFT JOIN attr a ON a.run_id = l.op_run_id AND a.launcher = l.launcher
 LEFT JOIN o w
-  ON w.run_id = l.run_id
- AND w.event_index = CASE WHEN l.graph THEN l.launcher ELSE coalesce(a.attributed, l.launcher) END;
+  ON w.run_id = l.op_run_id
+ AND w.event_index = CASE WHEN l.graph AND NOT l.replayed THEN l.launcher ELSE coalesce(a.attributed, l.launcher) END;
 
 CREATE OR REPLACE MACRO roofline_runs(run_list, peak_tflops := NULL, peak_tbs := NULL) AS TABLE
 WITH per_op AS (
     SELECT
-        run_id, op_event_index, graph,
+        run_id, op_run_id, op_event_index, graph, graph_launch_ts_ns,
         any_value(op_name) AS op_name, any_value(input_dims) AS input_dims,
         any_value(dtype) AS dtype, any_value(family) AS family, any_value(params) AS params,
         any_value(flops) AS flops, any_value(bytes) AS bytes, any_value(roof) AS roof,
@@ -278,7 +326,7 @@ WITH per_op AS (
         bool_or(op_kind = 'memcpy' AND coalesce(memcpy_kind, '') <> 'DtoD') AS host_copy,
         bool_or(tw_tf32_kernel(name)) AS tf32
     FROM roofline_ops(run_list)
-    GROUP BY run_id, op_event_index, graph
+    GROUP BY run_id, op_run_id, op_event_index, graph, graph_launch_ts_ns
 ),
 per_op_roof AS (
     SELECT * REPLACE (

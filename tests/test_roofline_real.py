@@ -162,3 +162,50 @@ def test_ops_without_shapes_are_listed_without_numbers(shared_traces: Path, tmp_
     assert rows.height > 5 and rows["flops"].null_count() == rows.height
     assert all("record_shapes" in n for n in rows["note"])
     assert rows["params"].null_count() == rows.height and set(rows["device"]) == {"A100 SXM4 40GB"}
+
+
+VLLM_CAPTURE = "tracelens__vllm_decode_full__capture_rank_0.pt.trace.json.gz"
+VLLM_REPLAY = "tracelens__vllm_decode_full__graph_execution.json.gz"
+
+
+def _capture_launchers(path: Path) -> dict[tuple[str, str], int]:
+    """Plain json: per (operator, Input Dims), the kernel launches recorded into the graph (the
+    launch calls between hipStreamBeginCapture and EndCapture on that thread), each counted at
+    the innermost cpu_op enclosing it."""
+    events = load_trace(path)["traceEvents"]
+    begin = next(e for e in events if e.get("name") == "hipStreamBeginCapture")
+    end = next(e for e in events if e.get("name") == "hipStreamEndCapture")
+    t0, t1 = to_ns(begin["ts"]) or 0, to_ns(end["ts"]) or 0
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == begin["tid"] and "dur" in e]
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for e in events:
+        ts = to_ns(e.get("ts"))
+        if (e.get("cat") not in RUNTIME_CATS or "Launch" not in e.get("name", "")
+                or e.get("tid") != begin["tid"] or ts is None or not t0 < ts < t1):
+            continue
+        around = [o for o in ops if (to_ns(o["ts"]) or 0) <= ts < (to_ns(o["ts"]) or 0) + (to_ns(o["dur"]) or 0)]
+        inner = max(around, key=lambda o: (to_ns(o["ts"]) or 0, -(to_ns(o["dur"]) or 0)))
+        counts[(inner["name"], _dims(inner["args"]["Input Dims"]))] += 1
+    return dict(counts)
+
+
+def test_graph_replay_is_attributed_to_the_capturing_operators(shared_traces: Path, tmp_path: Path) -> None:
+    """vLLM decode on MI300X: one hipGraphLaunch replays 421 kernels recorded by the capture
+    trace; its three addmm shapes (24 layers each) get the capture's GEMM FLOPs."""
+    w = Warehouse(tmp_path / "wh")
+    assert not w.ingest([shared_traces / VLLM_CAPTURE, shared_traces / VLLM_REPLAY]).failed
+    replay = next(r for r in w.runs().iter_rows(named=True) if r["file_name"] == VLLM_REPLAY)
+    rows = w.roofline(replay["run_id"])
+    recorded = _capture_launchers(shared_traces / VLLM_CAPTURE)
+    gpu_ns = sum(to_ns(e["dur"]) or 0 for e in load_trace(shared_traces / VLLM_REPLAY)["traceEvents"]
+                 if e.get("cat") in GPU_CATS and e.get("ph") == "X")
+    assert int(rows["gpu_ns"].sum()) == gpu_ns  # every GPU op of the replay, once
+    addmm = rows.filter(rows["op_name"] == "aten::addmm")
+    assert addmm.height == 3
+    for r in addmm.iter_rows(named=True):
+        dims = json.loads(r["input_dims"])
+        assert r["flops"] == textbook_flops("aten::addmm", {"Input Dims": dims})
+        # one call per capture operator that recorded a kernel (one graph launch), as recorded
+        assert r["calls"] == r["kernels"] == recorded[("aten::addmm", _dims(dims))] == 24
+        assert r["pct_of_peak"] is not None and r["device"] == "MI300X"
+    assert not rows.filter(rows["note"].str.contains("no capture").fill_null(False)).height

@@ -266,3 +266,47 @@ def test_attribution_matches_an_ancestor_walk_on_random_trees() -> None:
     assert len(launchers) > 30 and len(owners) > 3  # the random trees do exercise both sweeps
     assert got == expected
     assert {ops[v]["name"] for v in got.values()} == {"aten::add", "aten::foo"}
+
+
+def test_graph_replayed_kernels_go_to_the_capturing_operator() -> None:
+    """A graph captured in one trace (an addmm and an unmodelled op record one kernel each)
+    and replayed twice in another trace of the same job: the replayed kernels' time is the
+    capture's operators', one call per replay, with the addmm's FLOPs."""
+    cap = [
+        {**_op("cap", 201, "aten::addmm", 100, 800, ADDMM)},
+        {"run_id": "cap", "event_index": 202, "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+         "pid": 1, "tid": 7, "ts_ns": 150, "dur_ns": 10},
+        {**_op("cap", 203, "aten::foo", 2000, 100)},
+        {"run_id": "cap", "event_index": 204, "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+         "pid": 1, "tid": 7, "ts_ns": 2010, "dur_ns": 10},
+    ]
+    nodes = [
+        {"run_id": "cap", "capture": 1, "capture_ts_ns": 0, "position": 1, "launch_event_index": 202,
+         "launch_name": "cudaLaunchKernel", "launch_kind": "kernel", "launch_ts_ns": 150,
+         "kernel_name": "k_gemm", "op_name": "aten::addmm", "op_ts_ns": 100},
+        {"run_id": "cap", "capture": 1, "capture_ts_ns": 0, "position": 2, "launch_event_index": 204,
+         "launch_name": "cudaLaunchKernel", "launch_kind": "kernel", "launch_ts_ns": 2010,
+         "kernel_name": "k_foo", "op_name": "aten::foo", "op_ts_ns": 2000},
+    ]
+    replay_ops = [_op("rep", 300, "aten::replay", 4990, 100), _op("rep", 301, "aten::replay", 8990, 100)]
+    gpu = []
+    for i, (op, durs) in enumerate(zip(replay_ops, ((1000, 50), (1200, 70)), strict=True)):
+        for pos, (kname, dur) in enumerate(zip(("k_gemm", "k_foo"), durs, strict=True), start=1):
+            g = _gpu("rep", 10 * i + pos, op, dur, launch="cudaGraphLaunch")
+            g.update(name=kname, launch_kind="graph", graph_position=pos, launch_ts_ns=op["ts_ns"] + 5,
+                     ts_ns=op["ts_ns"] + 20 + pos)
+            gpu.append(g)
+    runs = [{**_run("cap", H100), "job": "j", "start_ns": 0}, {**_run("rep", H100), "job": "j", "start_ns": 1}]
+    con = warehouse(runs=runs, events=cap + replay_ops, gpu_ops=gpu, graph_nodes=nodes)
+    rows = _rows(con, "rep")
+    assert set(rows) == {"aten::addmm", "aten::foo"}  # not the operator around the graph launch
+    mm = rows["aten::addmm"]
+    assert (mm["calls"], mm["kernels"], mm["gpu_ns"]) == (2, 2, 1000 + 1200)
+    assert mm["flops"] == ADDMM_FLOPS and mm["tflops_per_s"] == pytest.approx(ADDMM_FLOPS * 2 / 2200 / 1e3)
+    foo = rows["aten::foo"]
+    assert (foo["calls"], foo["gpu_ns"], foo["flops"]) == (2, 50 + 70, None)
+    assert "no perf model" in foo["note"]
+    # without the capture in the warehouse, the replayed kernels stay unmodelled under the launch's operator
+    alone = warehouse(runs=runs[1:], events=replay_ops, gpu_ops=gpu)
+    r = _rows(alone, "rep")["aten::replay"]
+    assert r["flops"] is None and r["gpu_ns"] == 1000 + 50 + 1200 + 70 and "no capture" in r["note"]

@@ -158,7 +158,11 @@ def roofline(
         raise UsageError("--top must be at least 1")
     params = _sql_peaks(peak_tflops, peak_tbs)
     ref = wh.resolve_run(run)
-    df = wh.call("roofline", ref.run_id, days=[ref.day], op_pattern=op, **params)
+    # a graph replay's kernels are attributed to the operators of the trace that captured
+    # the graph, which may be of another day: the whole snapshot then
+    replay = wh.run_row(ref).get("kind") == "replay"
+    days = None if replay else [ref.day]
+    df = wh.call("roofline", ref.run_id, days=days, op_pattern=op, **params)
     return df.head(top) if top else df
 
 
