@@ -11,7 +11,8 @@
 --   columns: run_id, n_steps (distinct ProfilerStep#N; 0 without steps), step_divisor
 --            (greatest(n_steps, 1)), step_ns (mean step wall time: a step's window is [first
 --            start, last end] of its ProfilerStep#N spans, as in step_summary; without steps
---            the run's end_ns - start_ns)
+--            the run's end_ns - start_ns), step_sd_ns (sample standard deviation of the step
+--            wall times; NULL with fewer than 2 steps)
 --
 -- run_group_metrics  (view)
 --   grain: one row per (run_id, group_level, group_name) where group_level is 'kernel' (GPU op
@@ -27,7 +28,7 @@
 --            NULL), gpu_window_ns, gpu_busy_ns, gpu_idle_ns, host_wait_ns, kernel_wait_ns,
 --            other_wait_ns (as run_gpu_time), gpu_busy_fraction, gpu_idle_fraction
 --            (gpu_busy_ns, gpu_idle_ns / gpu_window_ns), kernels (distinct names of the
---            matched ops), calls, total_ns (count and summed durations of the matched ops; 0
+--            matched ops; with key_name, the keys matched: 1 when the key ran), calls, total_ns (count and summed durations of the matched ops; 0
 --            and NULL when none matched)
 --   Matched ops as in metric_history (all ops with a duration when both patterns are NULL).
 --   The one definition of a run's GPU time: run_gpu_time, run_metrics and metric_history
@@ -56,7 +57,8 @@
 -- metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL)  (table macro)
 --   grain: one row per visible run whose day >= since (a DATE; NULL: all), oldest first.
 --   columns: day, start_ns, run_id, job, rank, labels_json, n_steps, step_ns,
---            gpu_idle_fraction, kernels (distinct GPU op names matched), calls, calls_per_step,
+--            gpu_idle_fraction, kernels (distinct GPU op names matched; with key_name the
+--            kernel keys matched, 1 or 0: one key is one kernel), calls, calls_per_step,
 --            time_per_step_ns, mean_ns (of the matched GPU ops; 0 calls when none ran)
 --   Matched ops: key_name (a kernel_key of 07_kernel_keys.sql: every op name under that key, so
 --   a kernel renamed by recompiles is one series) and kernel_pattern, a pattern on the op name or short_name, case-insensitive, a
@@ -71,7 +73,8 @@ WITH w AS (
     GROUP BY run_id, step
 ),
 s AS (
-    SELECT run_id, count(*) AS n_steps, avg(wall_ns) AS mean_wall_ns
+    SELECT run_id, count(*) AS n_steps, avg(wall_ns) AS mean_wall_ns,
+           stddev_samp(wall_ns) AS sd_wall_ns
     FROM w
     GROUP BY run_id
 )
@@ -79,7 +82,8 @@ SELECT
     r.run_id,
     CAST(coalesce(s.n_steps, 0) AS BIGINT) AS n_steps,
     CAST(greatest(coalesce(s.n_steps, 0), 1) AS BIGINT) AS step_divisor,
-    CAST(coalesce(s.mean_wall_ns, r.end_ns - r.start_ns) AS DOUBLE) AS step_ns
+    CAST(coalesce(s.mean_wall_ns, r.end_ns - r.start_ns) AS DOUBLE) AS step_ns,
+    CAST(s.sd_wall_ns AS DOUBLE) AS step_sd_ns
 FROM runs r
 LEFT JOIN s ON s.run_id = r.run_id;
 
@@ -186,7 +190,9 @@ m AS (
     SELECT
         run_id,
         CAST(sum(dur_ns) AS BIGINT) AS gpu_op_ns,
-        count(DISTINCT matched_name) AS kernels,
+        -- by kernel key the series is one kernel whatever its raw names: the key counts once
+        CASE WHEN key_name IS NOT NULL THEN CAST(bool_or(matched) AS BIGINT)
+             ELSE count(DISTINCT matched_name) END AS kernels,
         count(*) FILTER (WHERE matched) AS calls,
         CAST(sum(dur_ns) FILTER (WHERE matched) AS BIGINT) AS total_ns
     FROM g

@@ -24,40 +24,56 @@
 --   (module_path equal to it or under it, 'Root/child/...') restrict the kernel, category and
 --   module rows to the matching ops; with any filter the step, idle and memory rows are
 --   left out.
+--   One scan of gpu_ops serves the kernel, category and module rows and the kernel keys
+--   (kernel_keys_of over every op name of the runs of day >= since, whatever the filters:
+--   the keys of the kernel_keys view); step rows: run_steps (step_sd_ns); idle:
+--   run_gpu_summary (its own pass, a window over each device's ops in time order).
 
 CREATE OR REPLACE MACRO series_values(since := NULL, kernel_pattern := NULL, category_name := NULL, module_prefix := NULL) AS TABLE
 WITH o AS (
-    SELECT run_id, step, name, short_name, category, module_path, dur_ns
+    -- the one scan of gpu_ops: the kernel, category and module rows and the kernel keys
+    -- (resolved over every op name of the runs, whatever the filters) all read it
+    SELECT run_id, step, name, short_name, category, module_path, dur_ns,
+           coalesce((kernel_pattern IS NULL OR CASE
+                WHEN regexp_matches(kernel_pattern, '[*?\[]')
+                    THEN lower(name) GLOB lower(kernel_pattern)
+                        OR lower(short_name) GLOB lower(kernel_pattern)
+                ELSE contains(lower(name), lower(kernel_pattern))
+                    OR contains(lower(short_name), lower(kernel_pattern))
+               END)
+           AND (category_name IS NULL OR lower(category) = lower(category_name))
+           AND (module_prefix IS NULL OR module_path = module_prefix
+                OR starts_with(module_path, module_prefix || '/')), false) AS matched
     FROM gpu_ops
-    WHERE dur_ns IS NOT NULL
-      AND (CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE))
-      AND (kernel_pattern IS NULL OR CASE
-            WHEN regexp_matches(kernel_pattern, '[*?\[]')
-                THEN lower(name) GLOB lower(kernel_pattern)
-                    OR lower(short_name) GLOB lower(kernel_pattern)
-            ELSE contains(lower(name), lower(kernel_pattern))
-                OR contains(lower(short_name), lower(kernel_pattern))
-           END)
-      AND (category_name IS NULL OR lower(category) = lower(category_name))
-      AND (module_prefix IS NULL OR module_path = module_prefix
-           OR starts_with(module_path, module_prefix || '/'))
+    WHERE CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE)
 ),
 rs AS (
-    SELECT s.run_id, s.n_steps, s.step_divisor, s.step_ns
+    SELECT s.run_id, s.n_steps, s.step_divisor, s.step_ns, s.step_sd_ns
     FROM run_steps s
     JOIN runs r ON r.run_id = s.run_id
     WHERE CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE)
 ),
 by_name AS MATERIALIZED (
-    SELECT run_id, step, name, any_value(short_name) AS short_name,
-           any_value(category) AS category, sum(dur_ns) AS total_ns
+    SELECT run_id, step, name, short_name, category, matched, sum(dur_ns) AS total_ns
     FROM o
-    GROUP BY run_id, step, name
+    GROUP BY ALL
+),
+keys AS (
+    SELECT *
+    FROM kernel_keys_of((
+        SELECT coalesce(list({'run_id': run_id, 'name': name}), [])
+        FROM (SELECT DISTINCT run_id, name FROM by_name WHERE name IS NOT NULL)
+    ))
+),
+hit AS (
+    SELECT run_id, step, name, short_name, category, total_ns
+    FROM by_name
+    WHERE matched AND total_ns IS NOT NULL
 ),
 keyed AS (
     SELECT b.run_id, b.step, k.kernel_key, b.name, b.short_name, b.category, b.total_ns
-    FROM by_name b
-    JOIN kernel_keys k USING (name)
+    FROM hit b
+    JOIN keys k USING (name)
 ),
 grouped AS (
     SELECT run_id, step, 'kernel' AS metric, kernel_key AS key,
@@ -67,7 +83,7 @@ grouped AS (
     GROUP BY run_id, step, kernel_key
     UNION ALL
     SELECT run_id, step, 'category', category, category, NULL, category, sum(total_ns)
-    FROM by_name
+    FROM hit
     GROUP BY run_id, step, category
     UNION ALL
     SELECT run_id, step, 'module', m, m, NULL, NULL, sum(dur_ns)
@@ -76,7 +92,7 @@ grouped AS (
                array_to_string(list_slice(string_split(module_path, '/'), 1,
                    coalesce(len(string_split(module_prefix, '/')), 1) + 1), '/') AS m
         FROM o
-        WHERE module_path IS NOT NULL
+        WHERE matched AND module_path IS NOT NULL AND dur_ns IS NOT NULL
     )
     GROUP BY run_id, step, m
 ),
@@ -89,11 +105,6 @@ per_key AS (
            sum(s * s) FILTER (WHERE step IS NOT NULL) AS in_steps_sq
     FROM grouped
     GROUP BY run_id, metric, key
-),
-walls AS (
-    SELECT run_id, step, max(ts_ns + dur_ns) - min(ts_ns) AS wall_ns
-    FROM steps
-    GROUP BY run_id, step
 )
 SELECT
     p.run_id, p.metric, p.key, p.name, p.short_name, p.category,
@@ -105,8 +116,7 @@ SELECT
 FROM per_key p
 JOIN rs ON rs.run_id = p.run_id
 UNION ALL
-SELECT rs.run_id, 'step', 'step_ns', 'step_ns', NULL, NULL, rs.step_ns,
-       (SELECT stddev_samp(w.wall_ns) FROM walls w WHERE w.run_id = rs.run_id),
+SELECT rs.run_id, 'step', 'step_ns', 'step_ns', NULL, NULL, rs.step_ns, rs.step_sd_ns,
        rs.n_steps
 FROM rs
 WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL

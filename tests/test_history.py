@@ -147,6 +147,52 @@ def test_cli_check_exit_codes_and_json(hist: tuple[Warehouse, Path]) -> None:
     assert usage.exit_code == 2
 
 
+def _commit_of(base: Path, model: str, night: dt.date) -> str:
+    """The commit label synth wrote into that night's run.json (read as plain JSON)."""
+    doc = json.loads((base / model / night.isoformat() / "run.json").read_text())
+    return str(doc["commit"])
+
+
+@pytest.mark.slow
+def test_check_says_since_which_run_day_and_commit(hist: tuple[Warehouse, Path]) -> None:
+    wh, base = hist
+    first = wh.sql("SELECT run_id FROM runs WHERE day = ? AND labels_json LIKE '%\"reg\"%'",
+                   [REG_NIGHT])["run_id"][0]  # fmt: skip
+    text = runner.invoke(app, ["check", "-w", str(wh.root), "--run", "model=reg"])
+    assert text.exit_code == 1, text.output
+    want = f"since run {first} ({REG_NIGHT}, commit {_commit_of(base, 'reg', REG_NIGHT)})"
+    lines = [ln for ln in text.output.splitlines() if "flash_fwd" in ln]
+    assert lines and all(want in ln for ln in lines), text.output
+
+
+@pytest.mark.slow
+def test_cli_changes_where_and_json(hist: tuple[Warehouse, Path]) -> None:
+    """`changes --where model=reg`: the injected change only, on its night, with the issue's
+    JSON fields; `--where model=quiet`: nothing; the text names the run, day and commit."""
+    wh, base = hist
+    w = str(wh.root)
+    first = wh.sql("SELECT run_id FROM runs WHERE day = ? AND labels_json LIKE '%\"reg\"%'",
+                   [REG_NIGHT])["run_id"][0]  # fmt: skip
+    r = runner.invoke(app, ["changes", "-w", w, "--since", "all", "--where", "model=reg",
+                            "--format", "json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc and {d["run_id"] for d in doc} == {first} and {d["day"] for d in doc} == {REG_NIGHT.isoformat()}
+    need = {"metric", "key", "run_id", "day", "before", "after", "change_pct", "p_value", "group"}
+    assert all(need <= set(d) for d in doc)
+    kern = [d for d in doc if d["metric"] == "kernel"]
+    assert len(kern) == 1 and "flash_fwd" in kern[0]["name"] and kern[0]["unit"] == "ms/step"
+    assert kern[0]["change_pct"] == pytest.approx(30, abs=8)
+    assert kern[0]["after"] / kern[0]["before"] == pytest.approx(1 + kern[0]["change_pct"] / 100)
+    assert kern[0]["commit"] == _commit_of(base, "reg", REG_NIGHT)
+    assert len({d["group"] for d in doc}) == 1
+    quiet = runner.invoke(app, ["changes", "-w", w, "--since", "all", "--where", "model=quiet",
+                                "--format", "json"])  # fmt: skip
+    assert quiet.exit_code == 0 and json.loads(quiet.output) == []
+    text = runner.invoke(app, ["changes", "-w", w, "--since", "all", "--where", "model=reg"])
+    assert f"since run {first} ({REG_NIGHT}, commit {_commit_of(base, 'reg', REG_NIGHT)})" in text.output
+
+
 @pytest.mark.slow
 def test_cli_history_and_diff(hist: tuple[Warehouse, Path], tmp_path: Path) -> None:
     wh, _ = hist

@@ -231,6 +231,24 @@ def _runs_and_ops(model: str, prefix: str, rank: int = 0) -> tuple[list[dict[str
     return runs, ops, steps
 
 
+def test_run_steps_spread_of_the_step_walls() -> None:
+    """step_sd_ns: the sample standard deviation of each step's [first start, last end]."""
+    import statistics
+
+    steps = [{"run_id": "a", "step": 0, "ts_ns": 0, "dur_ns": 100},
+             {"run_id": "a", "step": 0, "ts_ns": 50, "dur_ns": 80},  # step 0 spans 0..130
+             {"run_id": "a", "step": 1, "ts_ns": 200, "dur_ns": 110},
+             {"run_id": "a", "step": 2, "ts_ns": 400, "dur_ns": 90},
+             {"run_id": "b", "step": 0, "ts_ns": 0, "dur_ns": 100}]  # fmt: skip
+    con = warehouse(runs=[{"run_id": "a"}, {"run_id": "b"}, {"run_id": "c", "start_ns": 0,
+                                                              "end_ns": 5}], steps=steps)  # fmt: skip
+    got = {r[0]: r[1:] for r in query(con, "SELECT run_id, n_steps, step_ns, step_sd_ns "
+                                           "FROM run_steps").rows()}  # fmt: skip
+    assert got["a"][0] == 3 and got["a"][1] == pytest.approx((130 + 110 + 90) / 3)
+    assert got["a"][2] == pytest.approx(statistics.stdev([130, 110, 90]))
+    assert got["b"] == (1, 100.0, None) and got["c"] == (0, 5.0, None)
+
+
 def test_new_views_run_on_an_empty_warehouse() -> None:
     con = warehouse()
     for sql in (

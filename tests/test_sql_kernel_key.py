@@ -71,12 +71,44 @@ def test_kernels_side_by_side_in_one_run_stay_distinct() -> None:
 def test_history_by_kernel_key_follows_a_renamed_kernel() -> None:
     ops = [{"run_id": "n1", "name": "triton_poi_fused_add_0", "cat": "kernel", "ts_ns": 0, "dur_ns": 100},
            {"run_id": "n2", "name": "triton_poi_fused_add_4", "cat": "kernel", "ts_ns": 0, "dur_ns": 120},
-           {"run_id": "n2", "name": "other", "cat": "kernel", "ts_ns": 500, "dur_ns": 7}]  # fmt: skip
+           {"run_id": "n2", "name": "triton_poi_fused_add_4", "cat": "kernel", "ts_ns": 200, "dur_ns": 110},
+           {"run_id": "n2", "name": "other", "cat": "kernel", "ts_ns": 500, "dur_ns": 7},
+           {"run_id": "n3", "name": "other", "cat": "kernel", "ts_ns": 0, "dur_ns": 7}]  # fmt: skip
+    runs = [{"run_id": "n1", "start_ns": 1}, {"run_id": "n2", "start_ns": 2},
+            {"run_id": "n3", "start_ns": 3}]  # fmt: skip
+    con = warehouse(runs=runs, gpu_ops=ops)
+    got = query(con, "SELECT run_id, kernels, calls, time_per_step_ns FROM metric_history("
+                     "key_name := 'triton_poi_fused_add') ORDER BY run_id")  # fmt: skip
+    # by key the series is one kernel: `kernels` counts the key (1 where it ran)
+    assert got.rows() == [("n1", 1, 1, 100.0), ("n2", 1, 2, 230.0), ("n3", 0, 0, 0.0)]
+    # a raw-name pattern alone finds one night each, and counts raw names
+    one = query(con, "SELECT kernels, calls FROM metric_history(kernel_pattern := 'fused_add')"
+                     " ORDER BY run_id")  # fmt: skip
+    assert one.rows() == [(1, 1), (1, 2), (0, 0)]
+    assert query(con, "SELECT calls FROM metric_history(kernel_pattern := 'fused_add_0')"
+                      " ORDER BY run_id")["calls"].to_list() == [1, 0, 0]  # fmt: skip
+
+
+def test_series_values_resolve_keys_over_every_name_whatever_the_filter() -> None:
+    """Two Triton kernels side by side in one run keep their fine keys even when a filter
+    matches only one of them (the keys of the kernel_keys view, from the same scan)."""
+    ops = [{"run_id": "n1", "name": "triton_poi_fused_add_0", "short_name": "triton_poi_fused_add_0",
+            "cat": "kernel", "category": "triton", "ts_ns": 0, "dur_ns": 100},
+           {"run_id": "n1", "name": "triton_poi_fused_add_1", "short_name": "triton_poi_fused_add_1",
+            "cat": "kernel", "category": "triton", "ts_ns": 200, "dur_ns": 50},
+           {"run_id": "n2", "name": "triton_poi_fused_add_3", "short_name": "triton_poi_fused_add_3",
+            "cat": "kernel", "category": "triton", "ts_ns": 0, "dur_ns": 90}]  # fmt: skip
     runs = [{"run_id": "n1", "start_ns": 1}, {"run_id": "n2", "start_ns": 2}]
     con = warehouse(runs=runs, gpu_ops=ops)
-    got = query(con, "SELECT run_id, calls, time_per_step_ns FROM metric_history("
-                     "key_name := 'triton_poi_fused_add') ORDER BY run_id")  # fmt: skip
-    assert got.rows() == [("n1", 1, 100.0), ("n2", 1, 120.0)]
-    # a raw-name pattern alone finds one night each
-    one = query(con, "SELECT calls FROM metric_history(kernel_pattern := 'fused_add_0') ORDER BY run_id")
-    assert one["calls"].to_list() == [1, 0]
+    view = dict(query(con, "SELECT name, kernel_key FROM kernel_keys").rows())
+    assert view["triton_poi_fused_add_0"] == "triton_poi_fused_add_0"  # apart in run n1
+    assert view["triton_poi_fused_add_3"] == "triton_poi_fused_add_3"
+    for args in ("", "kernel_pattern := 'add_0'", "category_name := 'triton'"):
+        got = query(con, f"SELECT run_id, key, name, value FROM series_values({args}) "
+                         "WHERE metric = 'kernel' ORDER BY run_id, key")  # fmt: skip
+        for _run, key, name, value in got.rows():
+            assert key == view[name], (args, name)
+            assert value == {"triton_poi_fused_add_0": 100, "triton_poi_fused_add_1": 50,
+                             "triton_poi_fused_add_3": 90}[name]  # fmt: skip
+        names = {r[2] for r in got.rows()}
+        assert names == ({"triton_poi_fused_add_0"} if "add_0" in args else set(view))
