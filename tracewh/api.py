@@ -890,13 +890,15 @@ class Warehouse:
         """
         from tracewh import alerts as _alerts
 
-        return _alerts.changes(
-            self, since=since, kernel=kernel, category=category, module=module, op=op,
-            where=where, alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
-            min_change=min_change,
-            min_ms=min_ms, floor_ms=floor_ms, keys=_alerts.DEFAULT_KEYS if keys is None else keys,
-            include_unusable=include_unusable,
-        )  # fmt: skip
+        # one snapshot and one connection for the runs, their fingerprints and the values
+        with self.session():
+            return _alerts.changes(
+                self, since=since, kernel=kernel, category=category, module=module, op=op,
+                where=where, alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
+                min_change=min_change, min_ms=min_ms, floor_ms=floor_ms,
+                keys=_alerts.DEFAULT_KEYS if keys is None else keys,
+                include_unusable=include_unusable,
+            )  # fmt: skip
 
     def check(
         self,
@@ -936,13 +938,14 @@ class Warehouse:
         from tracewh import alerts as _alerts
         from tracewh import check as _check
 
-        return _check.check(
-            self, run, baseline=baseline, threshold=threshold, min_ms=min_ms, k_mad=k_mad,
-            floor_ms=floor_ms, min_runs=min_runs,
-            alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
-            keys=_alerts.DEFAULT_KEYS if keys is None else keys,
-            all_ranks=all_ranks, include_unusable=include_unusable, op=op,
-        )  # fmt: skip
+        with self.session():  # one snapshot and one connection for every query of the check
+            return _check.check(
+                self, run, baseline=baseline, threshold=threshold, min_ms=min_ms, k_mad=k_mad,
+                floor_ms=floor_ms, min_runs=min_runs,
+                alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
+                keys=_alerts.DEFAULT_KEYS if keys is None else keys,
+                all_ranks=all_ranks, include_unusable=include_unusable, op=op,
+            )  # fmt: skip
 
 
 _T = TypeVar("_T")
