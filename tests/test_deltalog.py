@@ -106,3 +106,22 @@ def test_deletion_vector_in_a_commit_declines(store: Store, tmp_path: Path) -> N
                                       "sizeInBytes": 1, "cardinality": 1}}}
     (log / "00000000000000000002.json").write_text(json.dumps(add) + "\n")
     assert deltalog.live_files(log.parent, cache_dir=tmp_path) is None
+
+
+def test_checkpoint_cache_is_private_and_checked(store: Store, tmp_path: Path) -> None:
+    """The checkpoint cache decides which files a query reads: it lives in the same private
+    folder as the catalog (0700), and a cached file others could write is not trusted."""
+    for i in range(11):
+        _commit(store, i, dt.date(2025, 4, 1))
+    cache = tmp_path / "cache"
+    assert _ours(store, "events", cache) == _delta_rs(store, "events")
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    (cached,) = cache.glob("checkpoint-*.json")
+    assert oct(cached.stat().st_mode & 0o777) == "0o600"
+    planted = json.dumps([["day=2025-04-01/planted.parquet", {"day": "2025-04-01"}]])
+    cached.write_text(planted)
+    cached.chmod(0o666)  # writable by others: read again from the checkpoint, not from it
+    assert _ours(store, "events", cache) == _delta_rs(store, "events")
+    cache.chmod(0o777)  # a folder others could enter is tightened (it is ours)
+    assert _ours(store, "events", cache) == _delta_rs(store, "events")
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"

@@ -150,3 +150,25 @@ def test_two_batches_of_overlapping_files_at_once(tmp_path: Path) -> None:
     assert len(runs) == len({r["run_id"] for r in runs}) == 10
     assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
     assert Warehouse(root).verify().ok
+
+
+def test_a_file_changed_before_the_flush_fails_alone(tmp_path: Path) -> None:
+    """Ingested into a batch, then appended to before the batch commits: that file fails
+    with 'changed while it was read', nothing of it is visible, the others commit."""
+    files = _tiny(tmp_path / "in", 3, seed=30)
+    root = tmp_path / "wh"
+    store = Store(root)
+    store.create()
+    batch = CommitBatch(store)
+    for f in files:
+        ingest_file(store, f, IngestOptions(), batch=batch)
+    with open(files[1], "ab") as fh:  # still being written: more bytes arrive
+        fh.write(b"\0" * 10)
+    results = {Path(r.path).name: r for r in batch.close()}
+    assert results["rank-1.pt.trace.json.gz"].outcome == "failed"
+    assert "changed while it was read" in (results["rank-1.pt.trace.json.gz"].error or "")
+    assert [results[f.name].outcome for f in (files[0], files[2])] == ["ingested", "ingested"]
+    assert sorted(r["run_id"] for r in read_runs(root)) == sorted(
+        run_id_of(f) for f in (files[0], files[2]))
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert Warehouse(root).verify().ok

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -281,13 +282,19 @@ class Warehouse:
         *,
         days: Collection[date] | None = None,
         since: date | None = None,
+        unrestricted: bool = False,
     ) -> pl.DataFrame:
-        """Run a SQL query over the warehouse views; a :class:`polars.DataFrame`.
+        """Run a read-only SQL query over the warehouse views; a :class:`polars.DataFrame`.
 
         ``days`` restricts the run tables to those partitions, ``since`` to the
-        partitions of that day or later (see :meth:`connect`).
+        partitions of that day or later (see :meth:`connect`). The query may only
+        read (``SELECT`` and the like, see :mod:`tracewh.sqlguard`) and only the
+        warehouse's files; ``unrestricted=True`` lifts both (any statement, any file
+        this user can reach: it can damage the warehouse).
         """
-        with self._conn(days=days, since=since) as con:
+        with self._conn(days=days, since=since, own=not unrestricted) as con:
+            if not unrestricted:
+                self._guard(con, query)
             return fetch_frame(con, query, params)
 
     def query(
@@ -297,14 +304,34 @@ class Warehouse:
         *,
         days: Collection[date] | None = None,
         since: date | None = None,
+        unrestricted: bool = False,
     ) -> Rows:
         """Like :meth:`sql`, but the result as plain :class:`Rows` (no Polars is imported).
 
         For callers that print or iterate over a result: a command's start stays
         that of Python and DuckDB.
         """
-        with self._conn(days=days, since=since) as con:
+        with self._conn(days=days, since=since, own=not unrestricted) as con:
+            if not unrestricted:
+                self._guard(con, query)
             return fetch_rows(con, query, params)
+
+    def _guard(self, con: duckdb.DuckDBPyConnection, query: str) -> None:
+        """Make ``con`` (a connection of its own: the setting is locked) read-only and
+        confined to the warehouse's tables, after the views are bound to the snapshot."""
+        from tracewh.sqlguard import check_read_only, confine
+
+        check_read_only(con, query)
+        confine(con, allowed=self._allowed_dirs())
+
+    def _allowed_dirs(self) -> list[str]:
+        """The folders a confined query may read: the tables (and their object-store URL)."""
+        from tracewh.sqlfiles import glob_escaped
+
+        tables = f"{self.root}/tables/" if self.store.remote else str(self.store.tables_dir) + os.sep
+        # DuckDB checks the path as written in the query: the snapshot's paths are written
+        # with their glob characters escaped (tracewh.sqlfiles.glob_escaped)
+        return sorted({tables, glob_escaped(tables)})
 
     def scan(self, table: str) -> pl.LazyFrame:
         """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""
@@ -339,13 +366,17 @@ class Warehouse:
             files = self.store.file_uris(table)
         if not files:
             return pl.LazyFrame(schema=schema)
+        # no hive partitioning (it would read every key=value folder of the whole path):
+        # the partition value comes from the file's own folder name
         frame = pl.scan_parquet(
-            files,
-            hive_partitioning=bool(spec.partition_by),
-            hive_schema={c: schema[c] for c in spec.partition_by} or None,
+            files, hive_partitioning=False, include_file_paths="__file",
             storage_options=self.store.options,
         )
-        return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
+        day = pl.col("__file").str.extract(r"/day=(\d{4}-\d{2}-\d{2})/[^/]*$", 1)
+        return frame.select([
+            (day.str.to_date() if c in spec.partition_by else pl.col(c)).cast(t).alias(c)
+            for c, t in schema.items()
+        ])
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
         """Every visible run, latest first, optionally filtered by labels/fields.

@@ -10,10 +10,13 @@ classic checkpoints. Anything else (a reader feature, a gap in the commits,
 a checkpoint that cannot be read, a file renamed while it reads) returns
 ``None`` and the caller asks delta-rs instead.
 
-A checkpoint's ``add`` actions are cached as JSON in the user's temp folder
-(``tracewh-<uid>/checkpoint-<key>.json``, the key hashing the checkpoint's
-path, size and mtime: a checkpoint is written once), so DuckDB reads a
-checkpoint's Parquet once per machine, not once per command.
+A checkpoint's ``add`` actions are cached as JSON in the user's private cache
+folder (``~/.cache/tracewh/checkpoint-<key>.json``, the key hashing the
+checkpoint's path, size and mtime: a checkpoint is written once), so DuckDB
+reads a checkpoint's Parquet once per machine, not once per command. The cache
+decides which files a query reads, so it is the same trusted folder as the
+prepared catalog's (:mod:`tracewh.cache`: 0700, this user's, files 0600 and
+this user's); without one, checkpoints are read every time.
 
 Consistency: the ``_delta_log`` folder is listed once; the snapshot is the
 checkpoint plus every commit up to the highest one listed. A commit written
@@ -23,14 +26,16 @@ Delta reader; commit files are written once and never changed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
+
+from tracewh.cache import cache_folder, own_file, write_private
 
 __all__ = ["LiveFile", "live_files"]
 
@@ -51,7 +56,7 @@ def live_files(table_dir: str | Path, *, cache_dir: Path | None = None) -> list[
     Returns ``None`` when the log holds something this reader does not handle
     (see the module docstring); raises :class:`FileNotFoundError` when there is
     no ``_delta_log``. ``cache_dir``: where checkpoints are cached (default:
-    ``<temp>/tracewh-<uid>``).
+    ``~/.cache/tracewh``, used only when private, see :mod:`tracewh.cache`).
     """
     root = Path(table_dir)
     log = root / "_delta_log"
@@ -134,22 +139,19 @@ def _cached_checkpoint(
     for f in files:
         st = f.stat()
         key.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    base = cache_dir or Path(tempfile.gettempdir()) / f"tracewh-{os.getuid()}"
+    base = cache_folder(cache_dir)
+    if base is None:  # no private folder: no cache
+        return _read_checkpoint(log, parts)
     cached = base / f"checkpoint-{key.hexdigest()[:24]}.json"
-    try:
-        with open(cached, encoding="utf-8") as fh:
-            return [(str(rel), dict(values)) for rel, values in json.load(fh)]
-    except (OSError, ValueError, TypeError):
-        pass
+    if own_file(cached):
+        try:
+            with open(cached, encoding="utf-8") as fh:
+                return [(str(rel), dict(values)) for rel, values in json.load(fh)]
+        except (OSError, ValueError, TypeError):
+            pass
     adds = _read_checkpoint(log, parts)
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{cached.name}.", dir=base)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(adds, fh)
-        os.replace(tmp, cached)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_private(cached, json.dumps(adds).encode())
     return adds
 
 

@@ -429,3 +429,9 @@ SCHEMA_KEY = hashlib.sha256(
 
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)
+
+#: The ``runs.anomalies_json`` keys that skew a run's times (counted at ingest by
+#: ``sql/ingest/40_anomalies.sql``): a run with a count > 0 of any of them is flagged and stays
+#: out of history baselines and change-point series (:mod:`tracewh.analysis.health` reads this;
+#: the one definition). ``truncated_strings`` is informational and not among them.
+BASELINE_ANOMALIES: tuple[str, ...] = ("duplicate_events", "correlation_reuse", "gpu_outside_cpu_window")

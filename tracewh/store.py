@@ -409,7 +409,7 @@ class Store:
             ):
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise WarehouseError(self.root, f"cannot create: {exc.strerror or exc}") from exc
+            raise self._writable_error(Path(exc.filename or self.root), exc) from exc
         evolved: set[str] = set()
         for name, spec in TABLES.items():
             uri = self.table_uri(name)
@@ -533,7 +533,8 @@ class Store:
                     # a file written before a column was added (ADDED_COLUMNS): NULL there
                     tables.append(pq.read_table(f, columns=wanted, schema=schema))
             return pa.concat_tables(tables).cast(schema)
-        return pq.read_table(files, columns=wanted, schema=schema).cast(schema)
+        # partitioning=None: pyarrow would read key=value folders of the whole path as columns
+        return pq.read_table(files, columns=wanted, schema=schema, partitioning=None).cast(schema)
 
     def snapshot_live(
         self, tables: Collection[tuple[str, bool]] | None = None, *, skip: Collection[str] = ()
@@ -706,6 +707,21 @@ class Store:
                 return
             with self._lease(key):
                 yield True
+
+    def check_writable(self) -> None:
+        """Raise :class:`ReadOnlyWarehouseError` unless this process can write the warehouse.
+
+        Commands that write call it first, so a read-only warehouse gets one line
+        instead of failures half-way (delta-rs panics on a read-only file system).
+        """
+        with self._local_lock("writers", shared=True):
+            pass
+        if not self.remote:
+            from tracewh.schema import TABLES
+
+            for folder in (self.tables_dir, *(self.tables_dir / n for n in TABLES)):
+                if folder.is_dir() and not os.access(folder, os.W_OK):
+                    raise ReadOnlyWarehouseError(self.root, folder, "not writable")
 
     def _writable_error(self, path: Path, exc: OSError) -> WarehouseError:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):

@@ -13,8 +13,9 @@ workload:
 * ``correlation_reuse``: GPU ops linked to the wrong launch (a correlation id reused).
 
 ``gpu_outside_cpu_window`` (GPU ops far outside the CPU window) counts as far-out
-timestamps. The keys ``duplicate_events``, ``correlation_reuse`` and
-``gpu_outside_cpu_window`` are the reliability issue's baseline-gating anomalies.
+timestamps. The keys that gate baselines for skewed times are
+:data:`tracewh.schema.BASELINE_ANOMALIES` (``duplicate_events``, ``correlation_reuse``,
+``gpu_outside_cpu_window``, counted at ingest): every one of them is in :data:`UNUSABLE`.
 
 The anomaly keys are those the ingest records in ``runs.anomalies_json``; :data:`UNUSABLE`
 maps each to its reason. Pure: a Polars frame in, a frame out.
@@ -26,6 +27,12 @@ import json
 
 import polars as pl
 
+from tracewh.schema import BASELINE_ANOMALIES
+
+#: The reason a baseline-gating key (:data:`~tracewh.schema.BASELINE_ANOMALIES`) is reported
+#: as, where it is not the key itself.
+_REASON_OF = {"duplicate_events": "duplicated_events", "gpu_outside_cpu_window": "far_timestamps"}
+
 #: ``anomalies_json`` key -> reason the run is unusable for comparison.
 UNUSABLE: dict[str, str] = {
     "base_time_out_of_range": "far_timestamps",
@@ -33,13 +40,11 @@ UNUSABLE: dict[str, str] = {
     "ts_out_of_range": "far_timestamps",
     "far_timestamps": "far_timestamps",
     "far_out_timestamps": "far_timestamps",
-    "gpu_outside_cpu_window": "far_timestamps",
-    "correlation_reuse": "correlation_reuse",
     "truncated": "truncated",
     "truncated_window": "truncated",
-    "duplicate_events": "duplicated_events",
     "duplicated_events": "duplicated_events",
     "capture_only": "capture",
+    **{key: _REASON_OF.get(key, key) for key in BASELINE_ANOMALIES},
 }
 
 

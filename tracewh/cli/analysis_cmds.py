@@ -86,8 +86,16 @@ def sql_cmd(
     top: int | None = top_option(None),
     fmt: str = format_option(),
     out: Path | None = out_option(),
+    unrestricted: bool = typer.Option(
+        False, "--unrestricted",
+        help="Lift the confinement: any statement (COPY, ATTACH, CREATE...) and any file this "
+        "user can read or write. Without it a query may only read, and only the warehouse.",
+    ),
 ) -> None:
-    """Run a SQL query over the warehouse tables and views.
+    """Run a read-only SQL query over the warehouse tables and views.
+
+    The query may only read (SELECT, WITH, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) and only
+    the warehouse's files; --unrestricted lifts both.
 
     Per-run macros take a run_id; resolve a selector with run('…'):
     SELECT * FROM stream_gaps(run('959efc7b')).
@@ -97,7 +105,8 @@ def sql_cmd(
     with handle_errors():
         check_format(fmt)
         wh = Warehouse(warehouse)
-        df = wh.query(query) if fmt == "table" and out is None else wh.sql(query)
+        df = (wh.query(query, unrestricted=unrestricted) if fmt == "table" and out is None
+              else wh.sql(query, unrestricted=unrestricted))
         show(df, fmt, title="sql", top=top, out=out, empty=_sql_hint(query) if _empty(df) else None)
 
 

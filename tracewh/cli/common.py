@@ -40,6 +40,7 @@ from typer.core import TyperArgument, TyperGroup
 from typer.models import ArgumentInfo, OptionInfo
 
 from tracewh.errors import TracewhError, UsageError
+from tracewh.textsafe import escape_control
 
 
 class _Group(TyperGroup):
@@ -52,7 +53,6 @@ class _Group(TyperGroup):
                 # Typer appends "<list[Path]>" to an argument's help name; PATH says it
                 setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
         return command
-
 
 app = typer.Typer(
     cls=_Group,
@@ -194,5 +194,5 @@ def handle_errors() -> Iterator[None]:
     try:
         yield
     except TracewhError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {escape_control(str(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from exc

@@ -24,32 +24,30 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 import statistics
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tracewh.textsafe import escape_control
+
 if TYPE_CHECKING:
     import polars as pl
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def cell_text(value: Any) -> str:
     """One value as one line of text: control characters written as escapes (``\\n``, ``\\x1b``).
 
     The single place where a cell's value becomes text in a terminal table, a title or a
-    note, so a name holding a newline or a terminal escape cannot break the layout.
+    note, so a name holding a newline or a terminal escape cannot break the layout (the
+    escaping itself is :func:`tracewh.textsafe.escape_control`, shared with the charts and
+    reports: C0/C1 controls, DEL, bidi controls, separators, surrogates).
     """
     if value is None:
         return ""
-    text = value if isinstance(value, str) else str(value)
-    if _CONTROL.search(text):
-        text = _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
-    return text
+    return escape_control(value if isinstance(value, str) else str(value))
 
 
 def cell_len(text: str) -> int:

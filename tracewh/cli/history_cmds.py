@@ -31,6 +31,7 @@ from tracewh.cli.layout import fit_names
 from tracewh.cli.output import rank_text, selection_note, show, terminal_width
 from tracewh.errors import UsageError
 from tracewh.macros import DIFF_LEVELS as LEVELS
+from tracewh.textsafe import escape_lines
 
 if TYPE_CHECKING:  # Polars, history and check are imported where they are used
     import polars as pl
@@ -306,7 +307,7 @@ def check(
     if fmt == "json":
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
-        typer.echo(report_text(report, markdown=fmt == "markdown"), nl=False)
+        typer.echo(escape_lines(report_text(report, markdown=fmt == "markdown")), nl=False)
     raise typer.Exit(1 if report.regressed else 0)
 
 

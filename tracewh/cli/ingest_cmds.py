@@ -22,6 +22,7 @@ from tracewh.cli.common import (
 )
 from tracewh.cli.output import show
 from tracewh.errors import UsageError
+from tracewh.textsafe import escape_control
 
 if TYPE_CHECKING:  # the ingest pipeline, rich and Polars are imported by the commands that use them
     import polars as pl
@@ -29,6 +30,13 @@ if TYPE_CHECKING:  # the ingest pipeline, rich and Polars are imported by the co
 
     from tracewh.ingest.batch import IngestReport
     from tracewh.ingest.pipeline import FileResult
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone meanwhile: the ingest reports it
+        return 0
 
 
 def parse_labels(values: list[str] | None) -> dict[str, str]:
@@ -50,31 +58,44 @@ def _parse_jobs(text: str | None) -> int | str:
 
 
 def _summary(report: IngestReport, console: Console) -> None:
-    n_in, n_skip, n_fail = len(report.ingested), len(report.skipped), len(report.failed)
+    """The batch in words; paths, errors and anomalies printed literally (never as markup)."""
+    from rich.text import Text
+
+    n_in, n_fail = len(report.ingested), len(report.failed)
+    n_already = sum(1 for r in report.skipped if r.run_id)
+    n_other = len(report.skipped) - n_already  # not regular files, found in a directory
     events = sum(r.events for r in report.ingested)
     mb = sum(r.bytes for r in report.ingested) / 1e6
     console.print(
         f"ingested {n_in} file(s) ({events:,} events, {mb:.1f} MB), "
-        f"already ingested {n_skip}, failed {n_fail}"
+        f"already ingested {n_already}, failed {n_fail}"
+        + (f", skipped {n_other} that are not regular files" if n_other else "")
     )
     if report.cleanup and (report.cleanup.orphan_ingests or report.cleanup.staging_removed):
         console.print(
             f"cleaned up {len(report.cleanup.orphan_ingests)} leftover ingest(s) and "
             f"{report.cleanup.staging_removed} staging folder(s) of earlier crashed ingests"
         )
+
+    def line(*parts: tuple[str, str] | str) -> None:
+        console.print(Text.assemble(*(
+            (escape_control(p[0]), p[1]) if isinstance(p, tuple) else escape_control(p)
+            for p in parts
+        )))
+
     for r in report.ingested:
         extra = f"  anomalies: {json.dumps(dict(r.anomalies))}" if r.anomalies else ""
         verb = "replaced" if r.outcome == "replaced" else "ingested"
         steps = ""
         if r.steps_found is not None and (r.steps_kept != r.steps_found or r.dropped):
             steps = f"; steps: {r.steps_found} found, {r.steps_kept} kept, {r.dropped:,} events dropped"
-        console.print(f"  {verb:9} {r.run_id}  {r.path}  ({r.events:,} events{steps}){extra}")
+        line(f"  {verb:9} {r.run_id}  {r.path}  ({r.events:,} events{steps}){extra}")
         for w in r.warnings:
-            console.print(f"  [yellow]warning[/yellow]: {r.path}: {w}", highlight=False)
+            line("  ", ("warning", "yellow"), f": {r.path}: {w}")
     for r in report.skipped:
-        console.print(f"  skipped   {r.run_id}  {r.path}: {r.error}")
+        line(f"  skipped   {r.run_id}  {r.path}: {r.error}" if r.run_id else f"  skipped   {r.error}")
     for r in report.failed:
-        console.print(f"  [red]FAILED[/red]    {r.error}", highlight=False)
+        line("  ", ("FAILED", "red"), f"    {r.error}")
 
 
 @app.command()
@@ -122,7 +143,7 @@ def ingest(
         console = Console(stderr=True, highlight=False)
         show_progress = fmt == "text" and sys.stderr.isatty()
         files, _ = discover(paths)
-        total = sum(p.stat().st_size for p in files)
+        total = sum(_size(p) for p in files)
         progress = Progress(
             TextColumn("ingest"), BarColumn(), DownloadColumn(), MofNCompleteColumn(),
             TextColumn("{task.description}"), console=console, disable=not show_progress,
@@ -153,7 +174,7 @@ def ingest(
 #: The columns ``runs`` shows by default (``--all``: every column).
 RUNS_COLUMNS = (
     "run_id", "file_name", "day", "rank", "device_name", "backend", "kind", "n_steps",
-    "n_gpu_ops", "workload", "labels",
+    "n_gpu_ops", "workload", "unusable", "labels",
 )  # fmt: skip
 
 
@@ -230,9 +251,9 @@ def verify(
             status = "OK" if report.ok else "FAILED"
             typer.echo(f"verify {status}: {report.runs} run(s), {report.files} data file(s)")
             for p in report.problems:
-                typer.echo(f"  problem: {p}")
+                typer.echo(f"  problem: {escape_control(p)}")
             for n in report.notes:
-                typer.echo(f"  note: {n}")
+                typer.echo(f"  note: {escape_control(n)}")
         if not report.ok:
             raise typer.Exit(1)
 

@@ -14,6 +14,7 @@ The terminal width is ``COLUMNS`` when set, else the terminal's (stdout, else st
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from tracewh.cli.display import cell_text, display, utc_text
 from tracewh.cli.layout import elide, render
 from tracewh.errors import UsageError
 from tracewh.runsel import RunRef
+from tracewh.textsafe import escape_control
 
 if TYPE_CHECKING:
     import polars as pl
@@ -192,7 +194,12 @@ def show(
     if not height and empty:
         extra.append(empty)
     if fmt != "table":
-        typer.echo(to_text(_frame(df), fmt), nl=False)
+        frame = _frame(df)
+        # CSV on a terminal: control characters made visible, as `ls` does with names;
+        # piped or written to --out PATH it is the exact data (JSON escapes them itself)
+        if fmt == "csv" and sys.stdout.isatty():
+            frame = escaped_frame(flat_frame(frame))
+        typer.echo(to_text(frame, fmt), nl=False)
         if fmt == "json":
             typer.echo("")
         for line in extra:
@@ -234,10 +241,39 @@ def render_rows(rows: Rows, *, title: str | None = None, top: int | None = None)
     show(rows, "table", title=title or "", top=top)
 
 
+def flat_frame(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with list, array and struct columns as JSON text (CSV holds no nested data)."""
+    import polars as pl
+
+    nested = [n for n, t in df.schema.items() if t.is_nested()]
+    if not nested:
+        return df
+    return df.with_columns(
+        pl.Series(n, [None if v is None else json.dumps(v, default=str) for v in df[n].to_list()],
+                  dtype=pl.String)
+        for n in nested
+    )
+
+
+def escaped_frame(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with control characters of its text columns made visible (for a terminal)."""
+    import polars as pl
+
+    text = [n for n, t in df.schema.items() if t == pl.String]
+    if not text:
+        return df
+    return df.with_columns(
+        pl.col(n).map_elements(escape_control, return_dtype=pl.String) for n in text
+    )
+
+
 def to_text(df: pl.DataFrame, fmt: str) -> str:
-    """CSV or JSON (a list of row objects keyed by column name) text of ``df``."""
+    """CSV or JSON (a list of row objects keyed by column name) text of ``df``.
+
+    CSV has no nested values: lists and structs are written as JSON text.
+    """
     if fmt == "csv":
-        return df.write_csv()
+        return flat_frame(df).write_csv()
     if fmt == "json":
         buf = io.StringIO()
         df.write_json(buf)
@@ -262,7 +298,7 @@ def write_out(df: pl.DataFrame, path: Path) -> None:
     os.close(fd)
     try:
         if suffix == ".csv":
-            df.write_csv(tmp)
+            flat_frame(df).write_csv(tmp)
         elif suffix == ".json":
             df.write_json(tmp)
         else:

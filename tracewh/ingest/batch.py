@@ -21,6 +21,7 @@ from tracewh.ingest.batchcommit import MAX_FILES, CommitBatch
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.compaction import compact_table
 from tracewh.ingest.dask_executor import parse_dask
+from tracewh.ingest.files import not_regular
 from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
 from tracewh.store import Store
 
@@ -72,40 +73,70 @@ def resolve_jobs(jobs: int | str, files: Sequence[Path]) -> int:
     return 1
 
 
+def _is_trace_name(name: str) -> bool:
+    return (name.endswith(".json") or name.endswith(".json.gz")) and name not in SIDECARS
+
+
+def _scan(root: Path) -> tuple[list[Path], list[FileResult]]:
+    """Trace-named entries under ``root`` (hidden ones and symlinked folders not entered).
+
+    Regular files (or links to one) are returned; every other entry with a
+    trace's name (a dangling link, a FIFO, a device, a socket...) becomes a
+    skipped :class:`FileResult` saying what it is. Nothing is opened.
+    """
+    found: list[Path] = []
+    skipped: list[FileResult] = []
+
+    def walk_error(exc: OSError) -> None:
+        skipped.append(FileResult(
+            str(exc.filename or root), "skipped",
+            error=f"{exc.filename or root}: not scanned ({exc.strerror or exc})",
+        ))
+
+    for folder, dirs, names in os.walk(root, onerror=walk_error, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith(".") or not _is_trace_name(name):
+                continue
+            path = Path(folder) / name
+            kind = not_regular(path)
+            if kind is None:
+                found.append(path)
+            else:
+                skipped.append(FileResult(os.path.abspath(path), "skipped", error=f"{path}: {kind}"))
+    return sorted(found), skipped
+
+
 def discover(paths: Iterable[Path | str]) -> tuple[list[Path], list[FileResult]]:
     """Trace files under ``paths`` (files as given; directories recursively).
 
     Directories contribute ``*.json`` and ``*.json.gz`` files (``run.json``
-    sidecars and hidden files excluded), sorted. A path that does not exist
-    becomes a failed :class:`FileResult`.
+    sidecars and hidden files excluded), sorted; an entry there with a trace's
+    name that is not a regular file (a dangling symbolic link, a FIFO, a device,
+    a socket) is a skipped :class:`FileResult` saying what it is, and is never
+    opened. A path given that does not exist, or is not a regular file, is a
+    failed one.
     """
     found: list[Path] = []
-    missing: list[FileResult] = []
+    others: list[FileResult] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            candidates = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and (p.name.endswith(".json") or p.name.endswith(".json.gz"))
-                and p.name not in SIDECARS
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-        elif path.is_file():
-            candidates = [path]
+            candidates, skipped = _scan(path)
+            others += skipped
         else:
-            missing.append(
-                FileResult(str(path), "failed", error=f"{path}: no such file or directory")
-            )
-            continue
+            kind = not_regular(path)
+            if kind is not None:
+                others.append(FileResult(os.path.abspath(path), "failed", error=f"{path}: {kind}"))
+                continue
+            candidates = [path]
         for p in candidates:
             key = p.resolve()
             if key not in seen:
                 seen.add(key)
                 found.append(p)
-    return found, missing
+    return found, others
 
 
 class Executor(Protocol):
@@ -246,6 +277,7 @@ def ingest_paths(
     a failed result.
     """
     store.create()
+    store.check_writable()
     if options.ingested_at is None:
         # one ingested_at per ingest command: its runs count as one ingest for `latest`
         options = replace(options, ingested_at=datetime.now(UTC))

@@ -16,7 +16,9 @@ never shows a partial one. Each ingest's locks (``writers`` shared, ``run-<id>``
 ``ingest-<id>``) are held until the flush, so a concurrent ingest of the same bytes
 waits for the commit and then finds the run; a lock another process holds makes the
 batch flush first (so it holds nothing while it waits: no two batches wait for each
-other). Batches are for local warehouses; on an object store every file commits
+other). A file that changed since it was hashed (still being written) is checked
+again at the flush, before anything is committed (:func:`~tracewh.ingest.files.check_unchanged`):
+it fails alone, its written files removed. Batches are for local warehouses; on an object store every file commits
 alone (its ``runs`` insert is conditional, see :meth:`Store._insert_runs`).
 """
 
@@ -67,6 +69,7 @@ class CommitBatch:
     _held: set[str] = field(default_factory=set)
     _adds: dict[str, list[tuple[str, AddAction]]] = field(default_factory=dict)
     _rows: dict[str, tuple[dict[str, Any], bool]] = field(default_factory=dict)
+    _checks: dict[str, Callable[[], None]] = field(default_factory=dict)
     _files: list[_Pending] = field(default_factory=list)
     _started: float | None = None
     _current: list[tuple[str, bool]] = field(default_factory=list)
@@ -110,9 +113,18 @@ class CommitBatch:
         """A written child-table file of ``ingest_id``, committed at the flush."""
         self._adds.setdefault(table, []).append((ingest_id, action))
 
-    def add_run(self, ingest_id: str, row: dict[str, Any], *, replace: bool) -> None:
-        """``ingest_id``'s ``runs`` row (``replace``: ``--force`` over the committed run)."""
+    def add_run(
+        self, ingest_id: str, row: dict[str, Any], *, replace: bool,
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        """``ingest_id``'s ``runs`` row (``replace``: ``--force`` over the committed run).
+
+        ``check`` is called at the flush, before any commit: an exception it raises
+        (the trace file changed since it was hashed) fails this ingest alone.
+        """
         self._rows[ingest_id] = (row, replace)
+        if check is not None:
+            self._checks[ingest_id] = check
 
     def drop(self, ingest_id: str) -> None:
         """Forget a failed ingest's files and row; its written files are removed."""
@@ -121,6 +133,7 @@ class CommitBatch:
             remove_uncommitted(self.store, table, mine)
             self._adds[table] = [(i, a) for i, a in entries if i != ingest_id]
         self._rows.pop(ingest_id, None)
+        self._checks.pop(ingest_id, None)
 
     def done(
         self, result: FileResult, log_row: Callable[[FileResult], dict[str, Any]],
@@ -149,6 +162,16 @@ class CommitBatch:
         The results go to :meth:`take`: a file whose commit failed becomes
         ``failed`` (its run is not visible; the next ingest removes what was written).
         """
+        from tracewh.errors import TracewhError
+
+        changed: dict[str, str] = {}
+        for ingest_id, check in list(self._checks.items()):
+            try:
+                check()
+            except TracewhError as exc:  # the file changed since it was hashed
+                changed[ingest_id] = str(exc)
+                self.drop(ingest_id)
+        self._checks = {}
         files, self._files, self._started = self._files, [], None
         adds, self._adds = self._adds, {}
         rows, self._rows = self._rows, {}
@@ -178,7 +201,9 @@ class CommitBatch:
         finally:
             self._release()
         results = [
-            p.result if error is None or p.ingest_id not in rows else replace(
+            replace(p.result, outcome="failed", events=0, error=changed[p.ingest_id])
+            if p.ingest_id in changed
+            else p.result if error is None or p.ingest_id not in rows else replace(
                 p.result, outcome="failed", error=f"{p.result.path}: {error}")
             for p in files
         ]

@@ -45,7 +45,7 @@ def table_ingest_ids(store: Store, table: str) -> set[str]:
                     with store.filesystem().open(uri, "rb") as f:
                         col = pq.read_table(f, columns=["ingest_id"]).column("ingest_id")
                 else:
-                    col = pq.read_table(uri, columns=["ingest_id"]).column("ingest_id")
+                    col = pq.read_table(uri, columns=["ingest_id"], partitioning=None).column("ingest_id")
                 ids.update(x for x in pc.unique(col).to_pylist() if x is not None)
     return ids
 

@@ -25,6 +25,7 @@ from tracewh.errors import UsageError
 from tracewh.ingest.cleanup import cleanup, find_orphans
 from tracewh.ingest.compaction import compact_table
 from tracewh.schema import CHILD_TABLES, TABLES
+from tracewh.sqlfiles import glob_escaped, sql_string
 from tracewh.store import Store
 
 
@@ -162,6 +163,13 @@ def _check_files(store: Store, report: VerifyReport, fs: Any) -> dict[str, list[
     return good
 
 
+def _columns_of(paths: list[str], columns: str) -> str:
+    """``SELECT columns`` from data files (no hive partitioning: a ``run_id=x`` folder above
+    the warehouse would override the column)."""
+    listing = ", ".join(sql_string(glob_escaped(p)) for p in paths)
+    return f"SELECT {columns} FROM read_parquet([{listing}], hive_partitioning = false)"
+
+
 def verify(store: Store) -> VerifyReport:
     """Check the warehouse; see the module docstring."""
     report = VerifyReport()
@@ -173,7 +181,7 @@ def verify(store: Store) -> VerifyReport:
     try:
         if fs is not None:
             con.register_filesystem(fs)
-        runs = con.read_parquet(files["runs"], hive_partitioning=True) if files["runs"] else None
+        runs = con.sql(_columns_of(files["runs"], "run_id, ingest_id, rows_json")) if files["runs"] else None
         if runs is None:
             return report
         rows = runs.project("run_id, ingest_id, rows_json").fetchall()
@@ -188,7 +196,7 @@ def verify(store: Store) -> VerifyReport:
         for table in CHILD_TABLES:
             if not files[table]:
                 continue
-            rel = con.read_parquet(files[table], hive_partitioning=True)
+            rel = con.sql(_columns_of(files[table], "run_id, ingest_id"))
             for run_id, ingest_id, n in rel.aggregate(
                 "run_id, ingest_id, count(*) AS n", "run_id, ingest_id"
             ).fetchall():
@@ -320,6 +328,7 @@ def compact(store: Store, *, retain_hours: int = 168) -> CompactReport:
             f"retention raised from {retain_hours} h to {applied} h: on an object store an "
             "ingest on another machine may be committing younger files"
         )
+    store.check_writable()
     cleaned = cleanup(store)
     before: dict[str, int] = {}
     after: dict[str, int] = {}

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracewh.errors import TraceFormatError
+from tracewh.ingest.files import open_regular
 from tracewh.ingest.reader import _open_decompressed
 from tracewh.ingest.shred import PartResult, stage_part
 
@@ -49,11 +51,13 @@ class Staged:
     anomalies: Counter[str] = field(default_factory=Counter)
     metadata: dict[str, Any] = field(default_factory=dict)
     decompressed_bytes: int = 0
+    file_sha256: str | None = None  # of the bytes the parse read, when one part read them all
+    file_bytes: int = 0
 
 
 def decompressed_size(path: Path) -> int | None:
     """Size of the decompressed document, or None when it cannot be known cheaply."""
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         magic = f.read(2)
         if magic != b"\x1f\x8b":
             return path.stat().st_size
@@ -71,10 +75,16 @@ def decompressed_size(path: Path) -> int | None:
 def _splittable(path: Path) -> bool:
     """Whether the document is an object (the only layout parts know how to cut)."""
     try:
-        with _open_decompressed(path) as f:
-            return f.read(4096).lstrip()[:1] == b"{"
+        inner, raw = _open_decompressed(path)
+    except (OSError, TraceFormatError):
+        return False
+    try:
+        return inner.read(4096).lstrip()[:1] == b"{"
     except (OSError, EOFError):
         return False
+    finally:
+        inner.close()
+        raw.close()
 
 
 def _boundaries(path: Path, parts: int, min_bytes: int) -> list[int] | None:
@@ -149,6 +159,8 @@ def stage_file(
         anomalies=Counter(r.anomalies),
         metadata=r.metadata,
         decompressed_bytes=r.decompressed_bytes,
+        file_sha256=r.file_sha256,
+        file_bytes=r.file_bytes,
     )
 
 
@@ -190,4 +202,5 @@ def _stage_parallel(
     return Staged(
         parts=offsets, events=total, anomalies=anomalies, metadata=meta,
         decompressed_bytes=last.decompressed_bytes,
+        file_sha256=last.file_sha256, file_bytes=last.file_bytes,
     )

@@ -31,13 +31,14 @@ import pyarrow.parquet as pq
 from tracewh import __version__
 from tracewh.errors import TraceFormatError, TracewhError
 from tracewh.ingest.commit import copy_and_commit
+from tracewh.ingest.files import check_unchanged, open_regular, stamp
 from tracewh.ingest.memory import parse_size, retry_on_oom, set_limit
 from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
 from tracewh.ingest.shred import STAGING_TABLES
 from tracewh.schema import INGEST_LOG, RUNS
-from tracewh.sqlfiles import SQL_DIR
+from tracewh.sqlfiles import SQL_DIR, glob_escaped, sql_string
 from tracewh.store import DuplicateRunError, Store
 
 if TYPE_CHECKING:
@@ -166,10 +167,11 @@ class FileResult:
 def read_sidecar_labels(path: Path) -> dict[str, str]:
     """Labels from a ``run.json`` next to the trace (flat ``{key: value}``); {} if none."""
     sidecar = path.parent / "run.json"
-    if not sidecar.is_file():
+    if not sidecar.exists() and not sidecar.is_symlink():
         return {}
-    try:
-        data = json.loads(sidecar.read_text(encoding="utf-8"))
+    try:  # a FIFO or device named run.json fails here, at once (never read)
+        with open_regular(sidecar) as f:
+            data = json.loads(f.read(16 << 20).decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise TraceFormatError(sidecar, f"unreadable run.json: {exc}") from exc
     if not isinstance(data, dict):
@@ -225,6 +227,7 @@ def ingest_file(
     run_id: str | None = None
     try:
         try:
+            before = stamp(path)
             sha, size = sha256_file(path)
         except OSError as exc:
             raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
@@ -249,7 +252,7 @@ def ingest_file(
                     n_events, anomalies, row, warnings = _ingest_locked(
                         store, path, options,
                         run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
-                        replace=existing is not None, batch=batch,
+                        replace=existing is not None, batch=batch, before=before,
                     )
                 result = FileResult(
                     str(path), "replaced" if existing is not None else "ingested", run_id,
@@ -297,8 +300,13 @@ def ingest_file(
         ingest = ingest_id if result.outcome in ("ingested", "replaced") else None
         batch.done(result, functools.partial(_log_row, sha=sha, started=started), ingest_id=ingest)
         return result
-    with contextlib.suppress(Exception):  # the log is best effort; the run is committed or not
+    try:  # the log is best effort; the run is committed or not
         _log(store, result, sha, started)
+    except Exception:
+        pass
+    except BaseException as exc:  # delta-rs panics (a read-only file system): not our batch's end
+        if type(exc).__name__ != "PanicException":
+            raise
     return result
 
 
@@ -323,6 +331,7 @@ def _ingest_locked(
     sha: str,
     size: int,
     replace: bool,
+    before: tuple[int, int, int, int],
     batch: CommitBatch | None = None,
 ) -> tuple[int, dict[str, int], dict[str, Any], list[str]]:
     labels = {**read_sidecar_labels(path), **options.labels}
@@ -333,6 +342,10 @@ def _ingest_locked(
             memory_limit=options.stage_memory_limit, min_split_bytes=options.min_split_bytes,
             native=options.native,
         )
+        unchanged = functools.partial(
+            check_unchanged, path, before, sha, (staged.file_sha256, staged.file_bytes)
+        )
+        unchanged()
         if staged.events == 0:
             raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
         con = _connect(staging, staged, options)
@@ -342,7 +355,7 @@ def _ingest_locked(
                 run_id=run_id, ingest_id=ingest_id, replace=replace,
                 base=dict(path=path, sha=sha, size=size, labels=labels,
                           n_events=staged.events, anomalies=staged.anomalies),
-                parts=staged.parts, batch=batch,
+                parts=staged.parts, batch=batch, before_commit=unchanged,
             )
         finally:
             con.close()
@@ -443,8 +456,8 @@ def _parquet_files(files: list[Path]) -> str:
     file) made it build hash joins on the large side and spill.
     """
     ordered = sorted(files, key=lambda p: (-p.stat().st_size, p.name))
-    quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in ordered)
-    return f"read_parquet([{quoted}])"
+    quoted = ", ".join(sql_string(glob_escaped(str(p))) for p in ordered)
+    return f"read_parquet([{quoted}], hive_partitioning = false)"
 
 
 class _FileRanges:
@@ -653,6 +666,7 @@ def _derive_and_commit(
     base: Mapping[str, Any],
     parts: list[tuple[str, int]],
     batch: CommitBatch | None = None,
+    before_commit: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Write the run's tables and its ``runs`` row; the row and the step warnings."""
     anomalies: Counter[str] = base["anomalies"]
@@ -666,6 +680,10 @@ def _derive_and_commit(
         return result
 
     summary = run(lambda: _fetch_row(con, (INGEST_SQL / "30_summary.sql").read_text("utf-8")))
+    found = (INGEST_SQL / "40_anomalies.sql").read_text("utf-8")
+    for key, n in run(lambda: con.execute(found).fetchall()):
+        if n:
+            anomalies[str(key)] += int(n)
     base_time = _base_time(meta.get("baseTimeNanoseconds"), summary, anomalies)
     base_ns = base_time or 0
     start_ns = summary["start_ns"] + base_ns if summary["start_ns"] is not None else None
@@ -772,8 +790,10 @@ def _derive_and_commit(
         "tracewh_version": __version__,
     }
     warnings = _step_warnings(options, int(summary["n_steps"] or 0))
+    before_commit()  # the file is still the one hashed: else nothing becomes visible
     if batch is not None:
-        batch.add_run(ingest_id, row, replace=replace)
+        # checked again at the flush, right before the batch's commits
+        batch.add_run(ingest_id, row, replace=replace, check=before_commit)
         return row, warnings
     table = pa.Table.from_pylist([row], schema=RUNS)
     store.append(

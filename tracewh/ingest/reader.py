@@ -25,7 +25,10 @@ from typing import IO, Any
 import ijson
 
 from tracewh.errors import BackendError, NotKinetoTraceError, TraceFormatError
+from tracewh.ingest.files import HashingFile, open_regular
 from tracewh.ingest.rows import clip_depth
+from tracewh.ingest.strings import CAP as STRING_CAP
+from tracewh.ingest.strings import StringCapper
 
 _HEAD_CAP = 16 << 20  # header bytes we are willing to keep before the first event
 _TAIL_KEEP = 1 << 20  # trailing bytes kept to find the trailer
@@ -44,22 +47,27 @@ def c_backend() -> Any:
 
 
 def sha256_file(path: Path) -> tuple[str, int]:
-    """Hex sha256 and size of a file's bytes as stored."""
+    """Hex sha256 and size of a file's bytes as stored (regular files only, see ``open_regular``)."""
     h = hashlib.sha256()
     size = 0
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
             size += len(chunk)
     return h.hexdigest(), size
 
 
-def _open_decompressed(path: Path) -> IO[bytes]:
-    with path.open("rb") as probe:
-        magic = probe.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")  # type: ignore[return-value]  # closes its file when closed (GzipFile(fileobj=) won't)
-    return path.open("rb")
+def _open_decompressed(path: Path) -> tuple[IO[bytes], HashingFile]:
+    """The decompressed document (gzip or plain) and the hashing reader of the file under it."""
+    raw = HashingFile(open_regular(path))
+    buffered = io.BufferedReader(raw, buffer_size=_CHUNK)
+    try:
+        if buffered.peek(2)[:2] == b"\x1f\x8b":
+            return gzip.GzipFile(fileobj=buffered, mode="rb"), raw  # type: ignore[return-value]
+    except BaseException:
+        raw.close()
+        raise
+    return buffered, raw
 
 
 # An event separator at the top level of ``traceEvents``: ``}`` ``,`` ``{`` with
@@ -91,9 +99,14 @@ class _Tee(io.RawIOBase):
         *,
         start_at: int | None = None,
         stop_at: int | None = None,
+        raw: HashingFile | None = None,
+        string_cap: int = STRING_CAP,
     ) -> None:
         self._inner = inner
+        self._raw_file = raw
         self._path = path
+        self.capper = StringCapper(string_cap)
+        self.decompressed = 0  # decompressed bytes read (``offset`` counts them after the cap)
         self.head = bytearray()
         self.recording_head = start_at is None
         self._tail: list[bytes] = []
@@ -111,20 +124,26 @@ class _Tee(io.RawIOBase):
         return True
 
     def _raw(self) -> bytes:
-        try:
-            data = self._inner.read(_CHUNK)
-        except EOFError as exc:
-            raise TraceFormatError(
-                self._path, "truncated gzip stream (file ends before the compressed data does)",
-                offset=self.offset,
-            ) from exc
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise TraceFormatError(
-                self._path, f"corrupt gzip data: {exc}", offset=self.offset
-            ) from exc
-        if not data:
-            self.reached_eof = True
-            return b""
+        """The next decompressed bytes, long strings capped (:mod:`tracewh.ingest.strings`)."""
+        while True:
+            try:
+                got = self._inner.read(_CHUNK)
+            except EOFError as exc:
+                raise TraceFormatError(
+                    self._path, "truncated gzip stream (file ends before the compressed data does)",
+                    offset=self.offset,
+                ) from exc
+            except (gzip.BadGzipFile, zlib.error, OSError) as exc:
+                raise TraceFormatError(
+                    self._path, f"corrupt gzip data: {exc}", offset=self.offset
+                ) from exc
+            if not got:
+                self.reached_eof = True
+                return b""
+            self.decompressed += len(got)
+            data = self.capper.feed(got)
+            if data:
+                break
         self.offset += len(data)
         if self.recording_head:
             self.head += data
@@ -200,8 +219,23 @@ class _Tee(io.RawIOBase):
     def tail(self) -> bytes:
         return b"".join(self._tail)
 
+    def file_sha256(self) -> tuple[str, int] | None:
+        """sha256 and size of the whole file as read, when this part read it to its end."""
+        if self._raw_file is None or not self.reached_eof:
+            return None
+        self._raw_file.drain()
+        return self._raw_file.sha.hexdigest(), self._raw_file.n
+
+    def truncated_strings(self) -> int:
+        """Strings cut by the cap within this part's share of the document."""
+        lo = self.start_offset or 0
+        hi = self.cut_offset if self.cut_offset is not None else self.offset + 1
+        return sum(1 for c in self.capper.cuts if lo <= c < hi)
+
     def close(self) -> None:
         self._inner.close()
+        if self._raw_file is not None:
+            self._raw_file.close()
         super().close()
 
 
@@ -221,6 +255,8 @@ class TraceStream:
     decompressed_bytes: int = 0
     trailer_offset: int | None = None  # where the ``]`` closing traceEvents is, if found
     anomalies: dict[str, int] = field(default_factory=dict)  # oddities of header/trailer
+    file_sha256: str | None = None  # of the bytes read, when the part read the file to its end
+    file_bytes: int = 0
 
 
 _KINDS = {
@@ -347,14 +383,16 @@ def _parse_trailer(tail: bytes) -> tuple[dict[str, Any], int | None]:
 
 
 def open_trace(
-    path: Path, *, start_at: int | None = None, stop_at: int | None = None
+    path: Path, *, start_at: int | None = None, stop_at: int | None = None,
+    string_cap: int = STRING_CAP,
 ) -> tuple[TraceStream, _Tee]:
     """Open a trace (or one part of it) for streaming; see :class:`TraceStream`.
 
     With ``start_at``/``stop_at`` (decompressed offsets), only the events
     between the first event separators found at or after them are read (see
     :class:`_Tee`); a part that does not start at 0 has no header, one that
-    stops early has no trailer.
+    stops early has no trailer. Strings longer than ``string_cap`` bytes are cut
+    to a prefix before the parser sees them (``truncated_strings`` anomaly).
 
     Raises
     ------
@@ -365,10 +403,10 @@ def open_trace(
     """
     backend = c_backend()
     try:
-        inner = _open_decompressed(path)
+        inner, raw = _open_decompressed(path)
     except OSError as exc:
         raise TraceFormatError(path, f"cannot open: {exc.strerror or exc}") from exc
-    tee = _Tee(inner, path, start_at=start_at, stop_at=stop_at)
+    tee = _Tee(inner, path, start_at=start_at, stop_at=stop_at, raw=raw, string_cap=string_cap)
     stream = TraceStream(path=path, events=iter(()))
     stream.events = _events(path, tee, backend, stream)
     return stream, tee
@@ -410,7 +448,13 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
             path, f"corrupt JSON: unreadable value: {_clean(exc)}", event_index=n
         ) from exc
     finally:
-        stream.decompressed_bytes = tee.offset
+        stream.decompressed_bytes = tee.decompressed
+        cut = tee.truncated_strings()
+        if cut:
+            stream.anomalies["truncated_strings"] = cut
+        whole = tee.file_sha256()
+        if whole is not None:
+            stream.file_sha256, stream.file_bytes = whole
         tee.close()
     if is_array:
         return

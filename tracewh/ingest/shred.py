@@ -40,7 +40,7 @@ from tracewh.ingest.memory import parse_size, retry_on_oom
 from tracewh.ingest.reader import open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
 from tracewh.schema import GPU_OP_CATEGORIES
-from tracewh.sqlfiles import SQL_DIR
+from tracewh.sqlfiles import SQL_DIR, glob_escaped
 
 INGEST_SQL = SQL_DIR / "ingest"
 
@@ -60,6 +60,8 @@ class PartResult:
     trailer_offset: int | None = None
     decompressed_bytes: int = 0
     error: str | None = None
+    file_sha256: str | None = None  # of the file's bytes, when this part read them all
+    file_bytes: int = 0
 
 
 def _default(value: Any) -> Any:
@@ -153,7 +155,7 @@ class _Chunks:
                 con.execute("DELETE FROM anom")
                 if saved:
                     con.executemany("INSERT INTO anom VALUES (?, ?)", saved)
-            con.execute(self._chunk_sql, {"file": str(path)})
+            con.execute(self._chunk_sql, {"file": glob_escaped(str(path))})
             for table, sql in self._statements:
                 if table is None:
                     con.execute(sql)
@@ -307,4 +309,6 @@ def stage_part(
         reached_eof=tee.reached_eof,
         trailer_offset=stream.trailer_offset,
         decompressed_bytes=stream.decompressed_bytes,
+        file_sha256=stream.file_sha256,
+        file_bytes=stream.file_bytes,
     )

@@ -15,6 +15,8 @@ from typing import Any, Final
 import altair as alt
 import polars as pl
 
+from tracewh.textsafe import escape_nested
+
 #: Width of full-size charts, in CSS pixels.
 WIDTH = 620
 #: Longest axis label (kernel names) in pixels before Vega truncates with an ellipsis.
@@ -31,7 +33,8 @@ def values(df: pl.DataFrame) -> alt.Data:
     temporal = [n for n, t in df.schema.items() if t.is_temporal()]
     if temporal:
         df = df.with_columns(pl.col(temporal).cast(pl.String))
-    return alt.Data(values=df.to_dicts())  # type: ignore[no-untyped-call]
+    # names are data: a control character would make the SVG/PNG renderer panic (NonXmlChar)
+    return alt.Data(values=escape_nested(df.to_dicts()))  # type: ignore[no-untyped-call]
 
 
 def _title(text: str, subtitle: str | None = None) -> alt.TitleParams:

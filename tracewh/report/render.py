@@ -13,6 +13,7 @@ from typing import Any
 import vl_convert as vlc
 
 from tracewh.errors import TracewhError
+from tracewh.textsafe import escape_nested
 
 
 class ChartRenderError(TracewhError):
@@ -35,9 +36,14 @@ def spec(chart: Any, *, validate: bool = False) -> dict[str, Any]:
 
 
 def png(vl_spec: dict[str, Any], *, key: str, scale: float = 2.0) -> bytes:
-    """A PNG image of a Vega-Lite spec (``scale`` × CSS pixels)."""
+    """A PNG image of a Vega-Lite spec (``scale`` × CSS pixels).
+
+    Every string of the spec has its control characters made visible first: vl-convert
+    builds an SVG, and a character XML does not allow (``\x1b``) makes it panic and
+    abort the process (``NonXmlChar``), which no ``except`` can catch.
+    """
     try:
-        data: bytes = vlc.vegalite_to_png(vl_spec, scale=scale)
+        data: bytes = vlc.vegalite_to_png(escape_nested(vl_spec), scale=scale)
     except Exception as exc:  # vl-convert raises plain ValueError/RuntimeError
         raise ChartRenderError(key, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     return data
@@ -46,7 +52,7 @@ def png(vl_spec: dict[str, Any], *, key: str, scale: float = 2.0) -> bytes:
 def svg(vl_spec: dict[str, Any], *, key: str) -> str:
     """An SVG document of a Vega-Lite spec."""
     try:
-        text: str = vlc.vegalite_to_svg(vl_spec)
+        text: str = vlc.vegalite_to_svg(escape_nested(vl_spec))
     except Exception as exc:
         raise ChartRenderError(key, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
     return text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +141,12 @@ def summary_table(data: RunData) -> Table:
             "capture": "capture (records a CUDA/HIP graph: almost no GPU work, not an idle GPU)",
             "replay": "replay (CUDA/HIP graph launches; kernels attributed through their capture)",
         }.get(str(kind), str(kind))))
+    anomalies = json.loads(m["anomalies_json"]) if m.get("anomalies_json") else {}
+    if anomalies:
+        rows.append(("anomalies", ", ".join(f"{k} {v:,}" for k, v in sorted(anomalies.items()))))
+    unusable = m.get("unusable")  # tracewh.analysis.health, through Warehouse.runs
+    rows.append(("history baseline", (
+        f"EXCLUDED ({unusable}): this run's times are skewed" if unusable else "usable")))
     for row in data.breakdown.iter_rows(named=True):
         window = row.get("window_ns") or 0
         rows.append((f"GPU {row['device']} window (ms)", f"{window / 1e6:,.3f}"))

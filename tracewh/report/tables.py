@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracewh.textsafe import escape_control
+
 #: unit -> (divisor, digits, header suffix)
 _UNITS: dict[str, tuple[float, int, str]] = {
     "ms": (1e6, 3, "ms"),
@@ -102,7 +104,7 @@ def _text(value: object) -> str:
         return f"{value:,.3f}".rstrip("0").rstrip(".") if value % 1 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return str(value)
+    return escape_control(str(value))  # trace strings: control characters made visible
 
 
 def _md(value: object) -> str:

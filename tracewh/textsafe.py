@@ -1,0 +1,78 @@
+"""Show trace strings literally: control characters made visible, markup never interpreted.
+
+Kernel, operator and thread names are data written by whoever produced the
+trace. Printed raw, an ``ESC]0;...`` sets the terminal's title, ``ESC[2J`` clears
+the screen, a bidirectional override reorders what is shown, and a NUL or other
+C0 character makes an XML renderer (vl-convert's SVG/PNG) panic. Rich markup
+(``[/bold]``, ``[link=...]``) is a separate hazard: table cells must be
+:class:`rich.text.Text` objects, never markup strings (:mod:`tracewh.cli.output`).
+
+:func:`escape_control` is the one definition of "made visible", shared by the
+terminal tables, the charts and every line the CLI prints from data.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: C0 controls, DEL, C1 controls; bidirectional embeddings, overrides and isolates
+#: (U+202A-U+202E, U+2066-U+2069), the Unicode line/paragraph separators, lone
+#: surrogates, and the noncharacters U+FFFE/U+FFFF (not allowed in XML).
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
+
+
+#: The control characters everyone reads as escapes.
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    short = _SHORT.get(ch)
+    if short is not None:
+        return short
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_control(text: str) -> str:
+    r"""``text`` with every unsafe character written as ``\n``, ``\r``, ``\t``, ``\xNN`` or ``\uNNNN``.
+
+    Unsafe: C0 and C1 control characters (tab and newline included: a table cell
+    is one line), DEL, bidirectional controls, line/paragraph separators, lone
+    surrogates and U+FFFE/U+FFFF. Everything else, backslashes included, is kept
+    as it is, so ordinary names are shown unchanged.
+
+    Examples
+    --------
+    >>> escape_control("gemm\x1b[2J")
+    'gemm\\x1b[2J'
+    >>> escape_control("[/bold] ok")
+    '[/bold] ok'
+    """
+    return _UNSAFE.sub(_visible, text) if _UNSAFE.search(text) else text
+
+
+def escape_lines(text: str) -> str:
+    """:func:`escape_control` of each line of ``text``, the newlines kept (printed reports)."""
+    return "\n".join(escape_control(line) for line in text.split("\n"))
+
+
+def has_control(text: str) -> bool:
+    """Whether :func:`escape_control` would change ``text``."""
+    return _UNSAFE.search(text) is not None
+
+
+def escape_nested(value: Any) -> Any:
+    """:func:`escape_control` applied to every string (keys too) inside lists and dicts."""
+    if isinstance(value, str):
+        return escape_control(value)
+    if isinstance(value, list):
+        return [escape_nested(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(escape_nested(v) for v in value)
+    if isinstance(value, dict):
+        return {escape_nested(k): escape_nested(v) for k, v in value.items()}
+    return value
