@@ -147,3 +147,23 @@ def test_a_catalog_of_others_or_of_other_sql_is_rebuilt(wh: Path, tmp_path: Path
         got = json.loads(_sql(wh, "SELECT CAST(sum(dur_ns) AS BIGINT) AS s FROM gpu_ops", env=env).stdout)[0]["s"]
         assert got == _gpu_ns(wh)
         os.chown(cache, 0, 0)
+
+
+def test_a_broken_sql_file_is_one_error_naming_it(tmp_path: Path) -> None:
+    """A bad view in sql/ (a developer's slip, or a damaged install): a typed error naming
+    the file (the CLI prints it as one line, exit 2), in the cache and in memory alike."""
+    from tracewh.db import connect_catalog
+    from tracewh.errors import SqlDefinitionError
+    from tracewh.sqlfiles import SQL_DIR
+
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    for f in sorted(SQL_DIR.glob("*.sql"))[:2]:
+        (sql / f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+    (sql / "99_broken.sql").write_text("CREATE VIEW broken AS SELEC 1;\n", encoding="utf-8")
+    (tmp_path / "a-file").write_text("")  # no private folder can be had: in memory
+    for cache in (tmp_path / "cache", tmp_path / "a-file"):
+        with pytest.raises(SqlDefinitionError) as info:
+            connect_catalog(sql_dir=sql, cache_dir=cache)
+        assert "99_broken.sql" in str(info.value) and "\n" not in str(info.value)
+        assert info.value.exit_code == 2

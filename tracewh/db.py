@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 
 from tracewh.cache import cache_folder, own_file
-from tracewh.errors import QueryError
+from tracewh.errors import QueryError, SqlDefinitionError
 from tracewh.sqlfiles import SQL_DIR, glob_escaped, sql_files, sql_string
 
 if TYPE_CHECKING:
@@ -43,9 +43,15 @@ TableInfo = tuple[str, bool]
 _CATALOG_SOURCES = (Path(__file__).with_name("schema.py"), Path(__file__))
 
 def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
-    """Run every ``sql/*.sql`` file on ``con`` in file-name order."""
+    """Run every ``sql/*.sql`` file on ``con`` in file-name order.
+
+    A file that fails raises :class:`SqlDefinitionError` naming it (one line in the CLI).
+    """
     for path in sql_files(sql_dir):
-        con.execute(path.read_text(encoding="utf-8"))
+        try:
+            con.execute(path.read_text(encoding="utf-8"))
+        except duckdb.Error as exc:
+            raise SqlDefinitionError(path, first_line(exc)) from exc
 
 
 def _duck_type(t: pa.DataType) -> str:
@@ -317,6 +323,8 @@ def connect_catalog(
                     path.unlink()  # stale, damaged or not ours: built again
             try:
                 _build_catalog(path, sql_dir, digest)
+            except SqlDefinitionError:
+                raise  # the same in memory: say which file, once
             except (OSError, duckdb.Error):
                 break
     con = duckdb.connect()

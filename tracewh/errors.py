@@ -161,6 +161,17 @@ class QueryError(TracewhError):
         super().__init__(f"query failed: {reason}")
 
 
+class SqlDefinitionError(TracewhError):
+    """A file of ``sql/`` does not define what it should (a broken view or macro)."""
+
+    exit_code = 2
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: cannot define the SQL views: {reason}")
+
+
 class UsageError(TracewhError):
     """An option value is invalid (bad size, bad label, bad pattern...)."""
 
