@@ -20,7 +20,7 @@
 --            dtype, params, flops (per call, DOUBLE), bytes (per call, DOUBLE), roof,
 --            non_contiguous, note
 --   family: gemm | grouped_gemm | attention | attention_bwd | conv | conv_bwd | norm |
---           softmax | pointwise | reduction | copy | embedding; NULL: no perf model.
+--           norm_bwd | softmax | pointwise | reduction | copy | embedding; NULL: no perf model.
 --   flops/bytes: NULL when the op has no model or its arguments do not determine the work
 --           (the reason is in `note`); never estimated. bytes = every input read once plus
 --           every output written once (an ideal-cache lower bound on memory traffic).
@@ -54,6 +54,11 @@
 --         layer/group/batch norm (training) flops = E*(6 + [weight] + [bias]); batch norm in
 --         inference 2*E; RMS norm E*(3 + [weight]); bytes = input + output + weight/bias (+
 --         the fp32 mean/rstd the op writes).
+--   norm_bwd (native_layer_norm_backward; C = the weight's size, else E / numel(mean)):
+--         flops = E*(9 + [weight]) for dx (x_hat 2, g*w 1, the two row sums 3, dx 4), + 2*E
+--         for dweight, + E for dbias (the gradients output_mask asks for; all when not
+--         recorded); bytes = grad_out + input + mean/rstd + weight read, dx, dweight, dbias
+--         written.
 --   softmax: flops = 5*E (max, sub, exp, sum, div); backward 4*E (log_softmax 3*E).
 --   pointwise: flops = numel(out) (2 for addcmul, addcdiv, lerp; 0 for fill_, zero_);
 --         out = the broadcast of the tensor inputs (self for in-place ops).
@@ -469,6 +474,47 @@ norm AS (
                              AND (ns.kind <> 'group' OR groups > 0), false) AS ok
           FROM norm_args)
 ),
+-- layer norm backward: grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
+-- output_mask (Concrete Inputs; all three gradients when not recorded). C = the weight's size,
+-- else numel(input) / numel(mean) (one mean per row).
+norm_bwd AS (
+    SELECT
+        * EXCLUDE (e, rows, c, has_w, has_b, mask, ok),
+        'norm_bwd' AS family,
+        dt[2] AS dtype,
+        concat_ws(' ', 'layer_norm_backward', 'rows=' || rows, 'C=' || c,
+                  CASE WHEN mask[1] THEN 'dx' END, CASE WHEN mask[2] AND has_w = 1 THEN 'dweight' END,
+                  CASE WHEN mask[3] AND has_b = 1 THEN 'dbias' END) AS params,
+        CASE WHEN ok THEN
+            CASE WHEN mask[1] THEN 1.0 * e * (9 + has_w) ELSE 0 END
+            + CASE WHEN mask[2] AND has_w = 1 THEN 2.0 * e ELSE 0 END
+            + CASE WHEN mask[3] AND has_b = 1 THEN 1.0 * e ELSE 0 END
+        END AS flops,
+        CASE WHEN ok THEN
+            2.0 * e * tw_dtype_bytes(dt[2]) + 2.0 * rows * coalesce(tw_dtype_bytes(dt[4]), 4)
+            + CASE WHEN has_w = 1 THEN 1.0 * c * tw_dtype_bytes(dt[6]) ELSE 0 END
+            + CASE WHEN mask[1] THEN 1.0 * e * tw_dtype_bytes(dt[2]) ELSE 0 END
+            + CASE WHEN mask[2] AND has_w = 1 THEN 1.0 * c * tw_dtype_bytes(dt[6]) ELSE 0 END
+            + CASE WHEN mask[3] AND has_b = 1 THEN 1.0 * c * tw_dtype_bytes(dt[7]) ELSE 0 END
+        END AS bytes,
+        'vector' AS roof,
+        NOT (cont[1] AND cont[2]) AS non_contiguous,
+        CASE WHEN NOT ok THEN 'layer norm backward arguments not recognised' END AS reason
+    FROM (
+        SELECT *, coalesce(e > 0 AND rows > 0 AND c > 0 AND rows * c = e AND tw_dtype_bytes(dt[2]) IS NOT NULL
+                           AND tw_dtype_bytes(dt[1]) IS NOT NULL, false) AS ok
+        FROM (
+            SELECT *, ne[2] AS e,
+                   CASE WHEN dt[4] IS NOT NULL THEN ne[4] END AS rows,
+                   coalesce(CASE WHEN dt[6] IS NOT NULL THEN ne[6] END,
+                            ne[2] // nullif(CASE WHEN dt[4] IS NOT NULL THEN ne[4] END, 0)) AS c,
+                   CASE WHEN dt[6] IS NOT NULL THEN 1 ELSE 0 END AS has_w,
+                   CASE WHEN dt[7] IS NOT NULL THEN 1 ELSE 0 END AS has_b,
+                   coalesce(TRY_CAST(ci[8] AS BOOLEAN[]), [true, true, true]) AS mask
+            FROM sig WHERE op_name = 'aten::native_layer_norm_backward'
+        )
+    )
+),
 -- ---------------------------------------------------------------- softmax
 softmax AS (
     SELECT
@@ -718,6 +764,8 @@ modelled AS (
     SELECT * REPLACE (CAST(flops AS DOUBLE) AS flops, CAST(bytes AS DOUBLE) AS bytes) FROM conv
     UNION ALL BY NAME
     SELECT * REPLACE (CAST(flops AS DOUBLE) AS flops, CAST(bytes AS DOUBLE) AS bytes) FROM norm
+    UNION ALL BY NAME
+    SELECT * REPLACE (CAST(flops AS DOUBLE) AS flops, CAST(bytes AS DOUBLE) AS bytes) FROM norm_bwd
     UNION ALL BY NAME
     SELECT * REPLACE (CAST(flops AS DOUBLE) AS flops, CAST(bytes AS DOUBLE) AS bytes) FROM softmax
     UNION ALL BY NAME

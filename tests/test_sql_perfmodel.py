@@ -163,6 +163,21 @@ CASES = [
     # no Concrete Inputs: normalized_shape from the weight
     Case("layer_norm_weight_shape", "aten::native_layer_norm", [[4, 10, 768], [], [768], [768], []],
          [BF16, SL, BF16, BF16, S], flops=8 * 30720),
+    # layer norm backward as the real traces record it (trace_diff control, A100): no Concrete
+    # Inputs, so all three gradients; [1024, 512] fp32 in 1024 rows of C = 512 (the weight):
+    # dx 10 FLOPs per element (x_hat 2, g*w 1, two row sums 3, dx 4), dweight 2, dbias 1;
+    # read grad, input, mean + rstd (fp32 per row), weight; write dx, dweight, dbias
+    Case("layer_norm_bwd", "aten::native_layer_norm_backward",
+         [[1024, 512], [1024, 512], [], [1024, 1], [1024, 1], [512], [512], []],
+         [FP32, FP32, N, FP32, FP32, FP32, FP32, N],
+         flops=(10 + 2 + 1) * 1024 * 512,
+         bytes=(2 * 1024 * 512 + 2 * 1024 + 512 + 1024 * 512 + 512 + 512) * 4,
+         expect={"family": "norm_bwd", "roof": "vector", "params": "layer_norm_backward rows=1024 C=512 dx dweight dbias"}),
+    # only dx asked for (output_mask), no affine: C from E / numel(mean), bf16 data, fp32 stats
+    Case("layer_norm_bwd_dx", "aten::native_layer_norm_backward",
+         [[4, 10, 768], [4, 10, 768], [], [4, 10, 1], [4, 10, 1], [], [], []],
+         [BF16, BF16, N, FP32, FP32, N, N, N], concrete=["", "", "[768]", "", "", "", "", "[True, False, False]"],
+         flops=9 * 30720, bytes=3 * 30720 * 2 + 2 * 40 * 4),
     Case("rms_norm", "aten::rms_norm", [[8, 512], [], [512], []], [FP32, SL, FP32, S],
          concrete=["", "[512]", "", "1e-06"], flops=4096 * (3 + 1), bytes=2 * 4096 * 4 + 512 * 4),
     # E = 2*32*8*8 = 4096, 8 groups: mean and rstd (fp32) per (sample, group)
