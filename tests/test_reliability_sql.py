@@ -167,3 +167,21 @@ def test_a_broken_sql_file_is_one_error_naming_it(tmp_path: Path) -> None:
             connect_catalog(sql_dir=sql, cache_dir=cache)
         assert "99_broken.sql" in str(info.value) and "\n" not in str(info.value)
         assert info.value.exit_code == 2
+
+
+def test_a_session_is_confined_once_and_keeps_its_connection(wh: Path) -> None:
+    """Inside Warehouse.session() (reports, check) queries share the confined session
+    connection; an unrestricted one gets a connection of its own."""
+    w = Warehouse(wh)
+    with w.session():
+        pinned = w._pinned
+        assert pinned is not None
+        assert w.sql("SELECT count(*) AS n FROM runs")["n"][0] == 1
+        assert w.query("SELECT count(*) FROM gpu_ops").rows[0][0] > 0
+        with pytest.raises(QueryError):
+            w.sql("SELECT * FROM read_text('/etc/passwd')")
+        with pytest.raises(QueryError):
+            w.sql("COPY (SELECT 1) TO '/tmp/tracewh-x.csv'")
+        assert w.sql("SELECT 1 AS a", unrestricted=True)["a"][0] == 1
+        assert w._pinned is pinned
+        assert pinned.con.execute("SELECT current_setting('enable_external_access')").fetchone()[0] is False

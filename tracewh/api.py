@@ -178,6 +178,11 @@ class Warehouse:
                 raise EmptyWarehouseError(self.root)
             if self.store.remote:
                 con.register_filesystem(self.store.filesystem())
+            # the session's queries only read the warehouse: its connection is confined
+            # once (sql()/query() need no connection of their own inside a session)
+            from tracewh.sqlguard import confine
+
+            confine(con, allowed=self._allowed_dirs())
             self._pinned = _Pinned(con, tables, live, partial)
             yield self
         finally:
@@ -292,7 +297,7 @@ class Warehouse:
         warehouse's files; ``unrestricted=True`` lifts both (any statement, any file
         this user can reach: it can damage the warehouse).
         """
-        with self._conn(days=days, since=since, own=not unrestricted) as con:
+        with self._conn(days=days, since=since, own=self._own(unrestricted)) as con:
             if not unrestricted:
                 self._guard(con, query)
             return fetch_frame(con, query, params)
@@ -311,18 +316,25 @@ class Warehouse:
         For callers that print or iterate over a result: a command's start stays
         that of Python and DuckDB.
         """
-        with self._conn(days=days, since=since, own=not unrestricted) as con:
+        with self._conn(days=days, since=since, own=self._own(unrestricted)) as con:
             if not unrestricted:
                 self._guard(con, query)
             return fetch_rows(con, query, params)
 
+    def _own(self, unrestricted: bool) -> bool:
+        """Whether a query needs a connection of its own: an unrestricted one in a session
+        (the session's connection is confined)."""
+        return unrestricted and self._pinned is not None
+
     def _guard(self, con: duckdb.DuckDBPyConnection, query: str) -> None:
-        """Make ``con`` (a connection of its own: the setting is locked) read-only and
-        confined to the warehouse's tables, after the views are bound to the snapshot."""
+        """Refuse ``query`` unless it only reads; confine ``con`` to the warehouse's tables
+        (after the views are bound to the snapshot; the setting is locked) unless it is the
+        session's, confined already."""
         from tracewh.sqlguard import check_read_only, confine
 
         check_read_only(con, query)
-        confine(con, allowed=self._allowed_dirs())
+        if self._pinned is None or con is not self._pinned.con:
+            confine(con, allowed=self._allowed_dirs())
 
     def _allowed_dirs(self) -> list[str]:
         """The folders a confined query may read: the tables (and their object-store URL)."""
