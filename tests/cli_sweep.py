@@ -50,7 +50,7 @@ def commands(traces: Path, out: Path) -> dict[str, list[str]]:
         "roofline": ["roofline"],
         "changes": ["changes"],
         "history-json": ["history", "--format", "json"],
-        "runs-csv-out": ["runs", "--format", "csv", "--out", str(out / "runs.csv")],
+        "sql-csv-out": ["sql", "SELECT * FROM runs", "--out", str(out / "runs.csv")],
         "sql-refused": ["sql", f"COPY (SELECT 1) TO '{out / 'x.csv'}'"],
         "sql-bad": ["sql", "SELEC 1"],
         "unknown-run": ["kernels", "--run", "no-such-run"],
