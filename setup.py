@@ -28,6 +28,7 @@ setup(
         Extension(
             "tracewh.ingest._fastshred",
             ["tracewh/ingest/_fastshred.c"],
+            depends=["tracewh/ingest/_fastscan.c", "tracewh/ingest/_fastscan.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
         )

@@ -430,6 +430,8 @@ static int json_value(Buf *b, PyObject *v, PyObject *decimal_type, int depth) {
 
 /* ------------------------------------------------------------------ the shredder */
 
+#include "_fastscan.h"
+
 typedef struct {
     PyObject_HEAD
     Table tables[T_N];
@@ -441,6 +443,7 @@ typedef struct {
     int64_t skipped_python;
     int64_t fast;           /* events staged here */
     Buf scratch;            /* args JSON of the current event */
+    Scan scan;              /* the direct scanner's state (_fastscan.c) */
     /* interned keys */
     PyObject *k_ph, *k_cat, *k_name, *k_pid, *k_tid, *k_ts, *k_dur, *k_args, *k_id, *k_bp;
     PyObject *k_corr, *k_ext, *k_ext_lower, *k_stream, *k_device, *k_py_id, *k_py_parent;
@@ -471,8 +474,12 @@ static void tables_free(Shredder *self) {
         }
 }
 
+static void scan_free(Shredder *self);
+static int scan_init(Shredder *self);
+
 static void Shredder_dealloc(Shredder *self) {
     tables_free(self);
+    scan_free(self);
     buf_free(&self->scratch);
     Py_XDECREF(self->decimal_type);
     Py_XDECREF(self->gpu_cats);
@@ -533,7 +540,8 @@ static int Shredder_init(Shredder *self, PyObject *args, PyObject *kwds) {
         intern(&self->k_m_dev_type, "Device Type") || intern(&self->k_m_dev_id, "Device Id") ||
         intern(&self->k_m_addr, "Addr"))
         return -1;
-    return 0;
+    scan_free(self);
+    return scan_init(self);
 }
 
 /* An optional int64 field of a dict: 1 ok (*ok says present and not None), 0 not an
@@ -835,6 +843,8 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
     return 1;
 }
 
+#include "_fastscan.c"
+
 PyDoc_STRVAR(shred_doc,
 "shred(events, limit, slow) -> int\n\n"
 "Take up to ``limit`` events from the iterator ``events``; stage the ordinary ones\n"
@@ -875,15 +885,57 @@ static PyObject *Shredder_shred(Shredder *self, PyObject *args) {
     return PyLong_FromSsize_t(taken);
 }
 
-static PyObject *bytes_of(Buf *b) {
-    return PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len);
+/* A read-only buffer owning memory moved out of a Buf (take() hands columns over
+ * without copying them; pyarrow keeps the object alive while it uses the bytes). */
+typedef struct {
+    PyObject_HEAD
+    char *p;
+    Py_ssize_t len;
+} Owned;
+
+static int Owned_getbuffer(Owned *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->p ? self->p : (char *)"", self->len,
+                             1, flags);
 }
+
+static void Owned_dealloc(Owned *self) {
+    PyMem_RawFree(self->p);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyBufferProcs Owned_as_buffer = {(getbufferproc)Owned_getbuffer, NULL};
+
+static PyTypeObject OwnedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracewh.ingest._fastshred.Owned",
+    .tp_basicsize = sizeof(Owned),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Column bytes handed over by take().",
+    .tp_dealloc = (destructor)Owned_dealloc,
+    .tp_as_buffer = &Owned_as_buffer,
+};
+
+/* The first len bytes of b as a memoryview that owns them; b is left empty. */
+static PyObject *bytes_of_len(Buf *b, size_t len) {
+    Owned *o = PyObject_New(Owned, &OwnedType);
+    if (!o) return NULL;
+    o->p = b->p;
+    o->len = (Py_ssize_t)len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    PyObject *view = PyMemoryView_FromObject((PyObject *)o);
+    Py_DECREF(o);
+    return view;
+}
+
+static PyObject *bytes_of(Buf *b) { return bytes_of_len(b, b->len); }
 
 PyDoc_STRVAR(take_doc,
 "take() -> dict[str, list[tuple]]\n\n"
 "The staged rows so far, per table, and forget them: for each column\n"
 "``(name, kind, length, null_count, validity, data, offsets)`` with kind 0 int64,\n"
-"1 float64, 2 string (int64 offsets); validity is an Arrow bitmap. Tables without\n"
+"1 float64, 2 string (int64 offsets); validity is an Arrow bitmap. The buffers are\n"
+"read-only memoryviews owning the bytes (handed over, not copied). Tables without\n"
 "rows are left out.");
 
 static PyObject *Shredder_take(Shredder *self, PyObject *Py_UNUSED(ignored)) {
@@ -898,8 +950,7 @@ static PyObject *Shredder_take(Shredder *self, PyObject *Py_UNUSED(ignored)) {
             Col *col = &tab->cols[c];
             size_t vbytes = (size_t)((col->n + 7) >> 3);
             if (col->valid.len < vbytes) vbytes = col->valid.len;
-            PyObject *valid = PyBytes_FromStringAndSize(col->valid.p ? col->valid.p : "",
-                                                        (Py_ssize_t)vbytes);
+            PyObject *valid = bytes_of_len(&col->valid, vbytes);
             PyObject *data = bytes_of(&col->data);
             PyObject *offs = col->kind == K_STR ? bytes_of(&col->offs) : Py_NewRef(Py_None);
             PyObject *item = (valid && data && offs)
@@ -936,6 +987,14 @@ static PyObject *Shredder_pending(Shredder *self, void *Py_UNUSED(closure)) {
     return PyLong_FromLongLong((long long)n);
 }
 
+static PyObject *Shredder_pending_bytes(Shredder *self, void *Py_UNUSED(closure)) {
+    size_t n = 0;
+    for (int t = 0; t < T_N; t++)
+        for (int c = 0; c < self->tables[t].ncols; c++)
+            n += self->tables[t].cols[c].data.len + self->tables[t].cols[c].offs.len;
+    return PyLong_FromSize_t(n);
+}
+
 static PyObject *Shredder_get_index(Shredder *self, void *Py_UNUSED(closure)) {
     return PyLong_FromLongLong((long long)self->index);
 }
@@ -951,14 +1010,19 @@ static PyObject *Shredder_get_fast(Shredder *self, void *Py_UNUSED(closure)) {
 static PyMethodDef Shredder_methods[] = {
     {"shred", (PyCFunction)Shredder_shred, METH_VARARGS, shred_doc},
     {"take", (PyCFunction)Shredder_take, METH_NOARGS, take_doc},
+    {"scan", (PyCFunction)Shredder_scan, METH_VARARGS, scan_doc},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Shredder_getset[] = {
     {"pending", (getter)Shredder_pending, NULL, "rows staged and not yet taken", NULL},
+    {"pending_bytes", (getter)Shredder_pending_bytes, NULL,
+     "bytes of the column values staged and not yet taken", NULL},
     {"index", (getter)Shredder_get_index, NULL, "events taken so far", NULL},
     {"skipped_python", (getter)Shredder_get_skipped, NULL,
      "python_function events dropped (skip_python)", NULL},
     {"fast", (getter)Shredder_get_fast, NULL, "events staged here", NULL},
+    {"is_array", (getter)Shredder_get_is_array, NULL,
+     "scan(): the document is a bare array of events", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject ShredderType = {
@@ -1021,7 +1085,7 @@ static struct PyModuleDef moduledef = {
     -1, module_methods};
 
 PyMODINIT_FUNC PyInit__fastshred(void) {
-    if (PyType_Ready(&ShredderType) < 0) return NULL;
+    if (PyType_Ready(&ShredderType) < 0 || PyType_Ready(&OwnedType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
     Py_INCREF(&ShredderType);

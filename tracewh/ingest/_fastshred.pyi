@@ -1,14 +1,16 @@
 """Type stub of the C extension ``tracewh.ingest._fastshred`` (see ``_fastshred.c``)."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # (column, kind, rows, nulls, validity bitmap, data, int64 offsets or None); kind:
-# 0 int64, 1 float64, 2 string
-ColumnBuffers = tuple[str, int, int, int, bytes, bytes, bytes | None]
+# 0 int64, 1 float64, 2 string; the buffers are read-only memoryviews owning their bytes
+ColumnBuffers = tuple[str, int, int, int, memoryview, memoryview, memoryview | None]
 
 class Shredder:
     pending: int
+    pending_bytes: int
+    is_array: bool
     index: int
     skipped_python: int
     fast: int
@@ -20,6 +22,9 @@ class Shredder:
         skip_python: bool = False,
     ) -> None: ...
     def shred(self, events: Iterator[Any], limit: int, slow: list[tuple[int, Any]]) -> int: ...
+    def scan(
+        self, read: Callable[[], bytes], limit: int, slow: list[tuple[int, bytes]]
+    ) -> int: ...
     def take(self) -> dict[str, list[ColumnBuffers]]: ...
 
 def columns() -> dict[str, list[tuple[str, int]]]: ...

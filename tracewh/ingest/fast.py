@@ -1,6 +1,12 @@
 """The compiled staging path: ordinary events straight into Parquet, no JSON round trip.
 
-:mod:`tracewh.ingest._fastshred` (C, built by ``setup.py`` when a compiler is
+:func:`scan_events` is the default: :mod:`tracewh.ingest._fastshred`'s scanner
+(``_fastscan.c``) reads the decompressed bytes itself, without ijson, and stages the
+ordinary events; the elements it leaves are parsed by ijson (their bytes only) and
+go through the pure path; a document it is not sure of raises :class:`Fallback`,
+and the caller stages it again with :func:`stage_events`.
+
+:func:`stage_events`: :mod:`tracewh.ingest._fastshred` (C, built by ``setup.py`` when a compiler is
 there) takes the events ijson yields and appends the ordinary ones (``ph``
 X, s/t/f, i/I with the expected field types) to Arrow column buffers of the
 staging tables ``ev``, ``py``, ``gpu``, ``flow`` and ``inst``; this module
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
@@ -28,10 +35,21 @@ import pyarrow.parquet as pq
 
 from tracewh.schema import GPU_OP_CATEGORIES, PYTHON_CATEGORY
 
+#: scan() results
+_MORE, _DONE, _GIVE_UP = 0, 1, 2
+
+
+class Fallback(Exception):
+    """The scanner cannot stage this document: stage it again through ijson."""
+
 #: Arrow types of the extension's column kinds (0 int64, 1 float64, 2 string).
 _KINDS: dict[int, pa.DataType] = {0: pa.int64(), 1: pa.float64(), 2: pa.large_string()}
 #: Events taken from the parser per call (the handed-back ones are fixed up in between).
 _BATCH = 8192
+#: Staged column bytes that make a chunk (a Parquet file per table) besides ``chunk_events``:
+#: python_function-heavy traces carry long args, and every chunk is held about twice
+#: (the one being written, the one being filled).
+CHUNK_BYTES = 8 << 20
 
 
 def native() -> ModuleType | None:
@@ -128,7 +146,7 @@ def stage_events(
             if slow:
                 slow_path(slow)
                 slow = []
-            if shredder.pending >= chunk_events:
+            if shredder.pending >= chunk_events or shredder.pending_bytes >= CHUNK_BYTES:
                 writer.submit(shredder.take())
             if taken < _BATCH:
                 break
@@ -138,3 +156,67 @@ def stage_events(
         writer.abort()
         raise
     return int(shredder.index), int(shredder.skipped_python)
+
+
+def scanner(module: ModuleType | None) -> bool:
+    """Whether ``module`` (the extension) has the direct scanner."""
+    return module is not None and hasattr(module.Shredder, "scan")
+
+
+def _parse_elements(backend: Any, raws: list[tuple[int, bytes]]) -> list[tuple[int, Any]]:
+    """The elements' bytes as ijson builds them (one parse for the batch)."""
+    data = b"[" + b",".join(raw for _, raw in raws) + b"]"
+    try:
+        items = list(backend.items(io.BytesIO(data), "item", use_float=False))
+    except Exception as exc:  # any parse problem: the ijson path reports it in context
+        raise Fallback(f"element not parsed by ijson: {type(exc).__name__}") from exc
+    if len(items) != len(raws):
+        raise Fallback("element count differs")
+    return [(index, item) for (index, _), item in zip(raws, items, strict=True)]
+
+
+def scan_events(
+    module: ModuleType,
+    backend: Any,
+    read: Callable[[], bytes],
+    folder: Path,
+    slow_path: Callable[[list[tuple[int, Any]]], object],
+    *,
+    skip_python: bool,
+    chunk_events: int,
+    first_event: Callable[[], None] | None = None,
+) -> tuple[int, int, bool]:
+    """Scan the document ``read()`` returns into ``folder``; the unusual elements go
+    (parsed by ijson) to ``slow_path`` with their index.
+
+    Returns (elements of traceEvents, ``python_function`` events skipped here,
+    whether the document is a bare array). Raises :class:`Fallback` when the document
+    is to be staged again through ijson (``folder`` then holds partial output).
+    ``first_event`` is called once, after the first call that saw an element.
+    """
+    shredder = module.Shredder(
+        Decimal, frozenset(GPU_OP_CATEGORIES), PYTHON_CATEGORY, skip_python
+    )
+    writer = _Writer(folder)
+    raws: list[tuple[int, bytes]] = []
+    try:
+        while True:
+            status = shredder.scan(read, _BATCH, raws)
+            if first_event is not None and shredder.index:
+                first_event()
+                first_event = None
+            if status == _GIVE_UP:
+                raise Fallback("the scanner gave up on the document")
+            if raws:
+                slow_path(_parse_elements(backend, raws))
+                raws = []
+            if shredder.pending >= chunk_events or shredder.pending_bytes >= CHUNK_BYTES:
+                writer.submit(shredder.take())
+            if status == _DONE:
+                break
+        writer.submit(shredder.take())
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return int(shredder.index), int(shredder.skipped_python), bool(shredder.is_array)

@@ -456,11 +456,22 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
         if whole is not None:
             stream.file_sha256, stream.file_bytes = whole
         tee.close()
+    finish(path, tee, stream, n, is_array=is_array, backend=backend)
+
+
+def finish(
+    path: Path, tee: _Tee, stream: TraceStream, n: int, *, is_array: bool, backend: Any = None
+) -> None:
+    """After the last event: the header and trailer keys into ``stream.metadata``.
+
+    ``n`` is the number of events read, ``is_array`` whether the document is a bare
+    array. Raises :class:`NotKinetoTraceError` when the header has no ``traceEvents``.
+    """
     if is_array:
         return
     meta: dict[str, Any] = {}
     if tee.start_at is None:
-        meta, found, kind = _parse_header(path, bytes(tee.head), backend)
+        meta, found, kind = _parse_header(path, bytes(tee.head), backend or c_backend())
         stream.header_keys = list(meta)
         if not found:
             keys = ", ".join(list(meta)[:8]) or "none"

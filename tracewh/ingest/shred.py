@@ -25,19 +25,22 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import shutil
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from types import ModuleType
 from typing import IO, Any
 
 import duckdb
 import orjson
 
+from tracewh.errors import TraceFormatError
 from tracewh.ingest import fast
 from tracewh.ingest.memory import parse_size, retry_on_oom
-from tracewh.ingest.reader import open_trace
+from tracewh.ingest.reader import c_backend, finish, open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
 from tracewh.schema import GPU_OP_CATEGORIES
 from tracewh.sqlfiles import SQL_DIR, glob_escaped
@@ -188,6 +191,9 @@ class _Chunks:
         self._pool.shutdown()
 
 
+#: Unusual events of a scanned part kept for the pure path until the scan ends (more: now).
+DEFER_EVENTS = 20_000
+
 #: The staging tables of ``sql/ingest/00_stage_tables.sql`` (``anom`` stays in memory).
 STAGING_TABLES = ("ev", "gev", "py", "gpu", "inst", "cnt", "flow", "thr")
 
@@ -259,44 +265,125 @@ def stage_part(
     """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``.
 
     Every staging table gets at least one (possibly empty) file, so readers
-    always find its columns. Raises :class:`~tracewh.errors.TraceFormatError`
-    for an unreadable part.
+    always find its columns. With ``native`` (and the extension built) the direct
+    scanner reads the bytes; a document it gives up on (malformed, unusual at the
+    top level, a decompression error...) is staged again from scratch through
+    ijson, which reports its errors. Raises
+    :class:`~tracewh.errors.TraceFormatError` for an unreadable part.
     """
+    module = fast.native() if native else None
+    kw: dict[str, Any] = dict(
+        part=part, start_at=start_at, stop_at=stop_at, skip_python=skip_python,
+        memory_limit=memory_limit, chunk_events=chunk_events,
+    )
+    if fast.scanner(module):
+        try:
+            return _stage_part(path, folder, module, scan=True, **kw)
+        except (fast.Fallback, TraceFormatError):
+            _empty(folder)  # the ijson path below stages it again and says what is wrong
+    return _stage_part(path, folder, module, scan=False, **kw)
+
+
+def _empty(folder: Path) -> None:
+    for child in folder.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _stage_part(
+    path: Path,
+    folder: Path,
+    module: ModuleType | None,
+    *,
+    scan: bool,
+    part: int,
+    start_at: int | None,
+    stop_at: int | None,
+    skip_python: bool,
+    memory_limit: str,
+    chunk_events: int,
+) -> PartResult:
     anomalies: Counter[str] = Counter()
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
-    con = connect_stage(folder, memory_limit=memory_limit)
-    sink = _Chunks(
-        con, folder, chunk_events=chunk_events, anomalies=anomalies,
-        limit=parse_size(memory_limit),
-    )
+    for table in STAGING_TABLES:
+        (folder / table).mkdir(exist_ok=True)
+    # DuckDB (the pure path's shredding, the schema files) is opened when first needed:
+    # scanned, a part's few unusual events wait until the scan is done (up to
+    # DEFER_EVENTS of them), so its buffers and the scanner's are not held at once
+    opened: list[tuple[Any, _Chunks]] = []
+    deferred: list[tuple[int, Any]] = []
+
+    def sink() -> tuple[Any, _Chunks]:
+        if not opened:
+            con = connect_stage(folder, memory_limit=memory_limit)
+            opened.append((con, _Chunks(
+                con, folder, chunk_events=chunk_events, anomalies=anomalies,
+                limit=parse_size(memory_limit),
+            )))
+        return opened[0]
+
+    def pure(pairs: list[tuple[int, Any]]) -> object:
+        return prepare_events(
+            pairs, sink()[1], skip_python=skip_python, anomalies=anomalies, indexed=True
+        )
+
+    def slow_path(pairs: list[tuple[int, Any]]) -> object:
+        if not scan:
+            return pure(pairs)
+        deferred.extend(pairs)
+        if len(deferred) >= DEFER_EVENTS:
+            pure(deferred)
+            deferred.clear()
+        return None
+
+    def stop_head() -> None:
+        tee.recording_head = False
+
     gc_was_enabled = gc.isenabled()
     gc.disable()  # events are acyclic; the collector only slows the parse down
     try:
-        module = fast.native() if native else None
         if module is None:
-            n = prepare_events(stream.events, sink, skip_python=skip_python, anomalies=anomalies)
+            n = prepare_events(
+                stream.events, sink()[1], skip_python=skip_python, anomalies=anomalies
+            )
+        elif scan:
+            try:
+                n, skipped, is_array = fast.scan_events(
+                    module, c_backend(), tee.read, folder, slow_path,
+                    skip_python=skip_python, chunk_events=chunk_events, first_event=stop_head,
+                )
+            finally:
+                stream.decompressed_bytes = tee.offset
+                tee.close()
+            finish(path, tee, stream, n, is_array=is_array)
+            fast.release_memory()
+            if deferred:
+                pure(deferred)
+                deferred.clear()
         else:
             n, skipped = fast.stage_events(
-                module, stream.events, folder,
-                lambda pairs: prepare_events(
-                    pairs, sink, skip_python=skip_python, anomalies=anomalies, indexed=True
-                ),
+                module, stream.events, folder, slow_path,
                 skip_python=skip_python, chunk_events=chunk_events,
             )
-            if skipped:
-                anomalies["skipped_python"] += skipped
+        if module is not None and skipped:
+            anomalies["skipped_python"] += skipped
         anomalies.update(stream.anomalies)
-        sink.finish()
+        con, chunks = sink()
+        chunks.finish()
         for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
             anomalies[key] += int(count)
         write_schema_files(con, folder)
     except BaseException:
-        sink.abort()
+        if opened:
+            opened[0][1].abort()
         raise
     finally:
         if gc_was_enabled:
             gc.enable()
-        con.close()
+        if opened:
+            opened[0][0].close()
         fast.release_memory()
     return PartResult(
         part=part,

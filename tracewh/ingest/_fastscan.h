@@ -1,0 +1,22 @@
+/* State of the direct scanner of tracewh.ingest._fastshred (see _fastscan.c). */
+#ifndef TRACEWH_FASTSCAN_H
+#define TRACEWH_FASTSCAN_H
+
+typedef struct {
+    Buf in;          /* input bytes; [pos, in.len) not consumed yet */
+    size_t pos;
+    int eof;         /* read() returned b"" */
+    int state;       /* where in the document we are (D_* in _fastscan.c) */
+    int is_array;    /* the document is a bare array of events */
+    int events_seen; /* the traceEvents member was found */
+    Buf stack;       /* containers open in skip_value */
+    Buf keys;        /* (offset, length) of the keys of the objects being written */
+    Buf dec_cat, dec_name, dec_other, dec_ph, tmp;  /* decoded strings with escapes */
+    char **gpu;      /* the GPU op categories, UTF-8 */
+    Py_ssize_t *gpu_len;
+    Py_ssize_t ngpu;
+    char *pycat;
+    Py_ssize_t pycat_len;
+} Scan;
+
+#endif
