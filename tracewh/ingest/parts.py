@@ -32,14 +32,19 @@ from tracewh.ingest.files import open_regular
 from tracewh.ingest.reader import _open_decompressed
 from tracewh.ingest.shred import PartResult, stage_part
 
-#: Files smaller than this (decompressed) are never split.
-MIN_SPLIT_BYTES = 16 << 20
-#: The first part's extra share of a split file: a fraction, plus bytes for the fixed
-#: cost of the others' process start. Fitted to two parts of synthetic traces: with even
-#: cuts the child part finished ~0.55 s later at 250 MB and ~0.8 s at 1 GB (start-up,
-#: decompressing what it skips) at ~5 us per event; these shares end both together.
-SKEW = 0.009
-SKEW_BYTES = 14 << 20
+#: Files smaller than this (decompressed) are never split. With the direct scanner one
+#: process stages ~75 MB of JSON per CPU-second (a 90 MB pretty-printed real trace: 1.2 s
+#: of CPU), and a second process costs ~0.5 s of CPU to start (Python, DuckDB, pyarrow)
+#: plus decompressing the bytes it skips: below ~100 MB a split only adds that.
+MIN_SPLIT_BYTES = 128 << 20
+#: The first part's extra share of a split file: a fraction (the other part decompresses
+#: the bytes before its start only to skip them, at ~6-7x the scan's rate), plus bytes for
+#: the other process's start (~0.5 s, ~40 MB of scanning shared between the two). From
+#: the balance x / r = t0 + x / r_gz + (size - x) / r with r ~ 75 MB/s, r_gz ~ 500 MB/s and
+#: t0 ~ 0.5 s (CPU rates measured on this machine, see README): 0.56 of a 1 GB trace,
+#: 0.62 of 250 MB.
+SKEW = 0.04
+SKEW_BYTES = 20 << 20
 
 
 @dataclass
