@@ -75,8 +75,8 @@ $(HTA_STAMP):
 
 hta-venv: $(HTA_STAMP) ## the bench-only venv with HTA (traceinsight), for bench_real (automatic in make bench)
 
-bench: $(STAMP) $(HTA_STAMP) ## run the benchmarks (ratios side by side, peak memory; HTA in a bench-only venv)
-	$(BIN)/python -m bench.run
+bench: $(STAMP) $(HTA_STAMP) ## run the benchmarks (ratios side by side, peak memory; HTA in a bench-only venv; BIG=1: also the 1 GB/2 GB tiers)
+	$(BIN)/python -m bench.run $(if $(BIG),--big,)
 
 # On a CUDA/ROCm machine: tracewh capture 3 steps of a small transformer and of a diffusion-style
 # loop, ingest them, print kernels/modules/steps/launches/roofline and the measured overhead.

@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench.timing import default_sizes
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "bench"
 
@@ -192,7 +194,8 @@ def _files(n: int, rounds: int = 3) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_ingest")
-    ap.add_argument("--sizes", default="250MB,1GB")
+    ap.add_argument("--sizes", default=default_sizes(),
+                    help="trace sizes (default 250MB; with bench.run --big: 250MB,1GB,2GB)")
     ap.add_argument("--files", type=int, default=20)
     ap.add_argument("--no-files", action="store_true")
     ap.add_argument("--child", nargs=3, metavar=("MODE", "PATH", "PARTS"))

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench import realtraces
+from bench.timing import default_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "bench"
@@ -282,7 +283,8 @@ def report(n: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_real")
     ap.add_argument("--only", default="small,cold,mid,big,files,report")
-    ap.add_argument("--sizes", default="250MB,1GB")
+    ap.add_argument("--sizes", default=default_sizes(),
+                    help="trace sizes (default 250MB; with bench.run --big: 250MB,1GB,2GB)")
     ap.add_argument("--rounds", type=int, default=0, help="rounds for every part (default: per part)")
     ns = ap.parse_args(argv if argv is not None else [])
     if not realtraces.available():

@@ -7,9 +7,23 @@ which goes first), so a change of load hits both series alike.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
+
+#: Set by ``python -m bench.run --big`` (``make bench BIG=1``): the 1 GB / 2 GB tiers run too.
+BIG_ENV = "TRACEWH_BENCH_BIG"
+
+
+def big() -> bool:
+    """Whether the big tiers (1 GB, 2 GB traces) were asked for."""
+    return os.environ.get(BIG_ENV, "") not in ("", "0")
+
+
+def default_sizes() -> str:
+    """The trace sizes of the size-tiered benchmarks: 250 MB, plus 1 GB and 2 GB with ``--big``."""
+    return "250MB,1GB,2GB" if big() else "250MB"
 
 
 def once(fn: Callable[[], object]) -> float:
