@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tracewh import __version__
 from tracewh.report.atomic import atomic_dir
-from tracewh.report.document import write_report
+from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
@@ -77,22 +77,28 @@ def build_report(
     --------
     >>> build_report(Warehouse("wh"), "reports/latest", compare="5e69")  # doctest: +SKIP
     """
-    data = collect_run(wh, run, threshold_ns=threshold_ns)
-    sections = run_sections(data)
-    sections.append(modules_section(collect_modules(wh, data.run_id)))
-    sections.append(memory_section(collect_memory(wh, data.run_id)))
-    sections += history_sections(collect_history(wh, since=since, run=data.run_id))
-    if compare is not None:
-        other = wh.resolve_run(compare).run_id
-        sections.append(diff_section(collect_diff(wh, other, data.run_id, level=level),
-                                     other, data.run_id, level=level))
+    # the charts of each group of sections render (threads, outside the GIL) while the
+    # next group's queries run
+    with ChartRenderer() as renderer:
+        data = collect_run(wh, run, threshold_ns=threshold_ns)
+        sections = run_sections(data)
+        renderer.add(sections)
+        sections.append(modules_section(collect_modules(wh, data.ref or data.run_id)))
+        sections.append(memory_section(collect_memory(wh, data.ref or data.run_id)))
+        sections += history_sections(collect_history(wh, since=since, run=data.run_id))
+        if compare is not None:
+            other = wh.resolve_run(compare).run_id
+            sections.append(diff_section(collect_diff(wh, other, data.run_id, level=level),
+                                         other, data.run_id, level=level))
+        renderer.add(sections)
+        rendered = renderer.result()
     title = f"tracewh report: {data.meta.get('file_name') or data.run_id}"
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     generated = f"run {data.run_id} · generated {stamp} by tracewh {__version__}"
     folder = Path(out)
     with atomic_dir(folder) as tmp:
         written = write_report(tmp, title=title, facts=[summary_table(data)],
-                               sections=sections, generated=generated)
+                               sections=sections, generated=generated, rendered=rendered)
     files = [folder.absolute() / p.relative_to(tmp) for p in written]
     charts = [s.key for s in sections if s.chart is not None]
     empty = [s.key for s in sections if s.chart is None]

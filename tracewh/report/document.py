@@ -12,9 +12,12 @@ import base64
 import html
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from tracewh.report import render
 from tracewh.report.sections import Section
@@ -44,20 +47,56 @@ class ChartFile:
     spec: dict[str, object]
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
+
+
+class ChartRenderer:
+    """Renders sections' charts to PNG in worker threads as soon as they are added.
+
+    vl-convert renders outside the GIL, and so do DuckDB's queries: a report adds each
+    group of sections when it has them and goes on querying while their charts render
+    (``with ChartRenderer() as charts: charts.add(sections); ...; charts.result()``).
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        n = workers or min(4, _cores())
+        self._pool = ThreadPoolExecutor(max(1, n), thread_name_prefix="tracewh-png")
+        self._jobs: dict[str, tuple[dict[str, Any], Future[bytes]]] = {}
+
+    def add(self, sections: Iterable[Section]) -> None:
+        """Start rendering the charts of ``sections`` (a key already added is kept)."""
+        for sec in sections:
+            if sec.chart is None or sec.key in self._jobs:
+                continue
+            vl = render.spec(sec.chart)
+            self._jobs[sec.key] = (vl, self._pool.submit(render.png, vl, key=sec.key))
+
+    def result(self) -> dict[str, ChartFile]:
+        """Every chart added, rendered (waits for them; raises a chart's render error)."""
+        return {key: ChartFile(key, job.result(), vl) for key, (vl, job) in self._jobs.items()}
+
+    def __enter__(self) -> ChartRenderer:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def render_charts(sections: list[Section], *, workers: int | None = None) -> dict[str, ChartFile]:
     """Render every section's chart to PNG (offline), keyed by section key.
 
     The PNGs are rendered side by side in ``workers`` threads (default: the cores,
     at most 4): vl-convert renders outside the GIL.
     """
-    specs = {sec.key: render.spec(sec.chart) for sec in sections if sec.chart is not None}
-    if not specs:
+    n = sum(1 for sec in sections if sec.chart is not None)
+    if not n:
         return {}
-    n = workers or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
-    with ThreadPoolExecutor(max(1, min(n, len(specs))), thread_name_prefix="tracewh-png") as pool:
-        pngs = dict(zip(specs, pool.map(lambda kv: render.png(kv[1], key=kv[0]), specs.items()),
-                        strict=True))
-    return {key: ChartFile(key, pngs[key], vl) for key, vl in specs.items()}
+    with ChartRenderer(min(workers or min(4, _cores()), n)) as charts:
+        charts.add(sections)
+        return charts.result()
 
 
 def write_report(
@@ -67,12 +106,15 @@ def write_report(
     facts: list[Table],
     sections: list[Section],
     generated: str,
+    rendered: dict[str, ChartFile] | None = None,
 ) -> list[Path]:
     """Write ``report.md``, ``report.html`` and ``charts/*`` into ``folder``; the paths written.
 
     ``folder`` should be a fresh temporary folder (see :func:`~tracewh.report.atomic.atomic_dir`).
+    ``rendered``: the sections' charts, already rendered (default: rendered here).
     """
-    rendered = render_charts(sections)
+    if rendered is None:
+        rendered = render_charts(sections)
     charts_dir = folder / "charts"
     charts_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

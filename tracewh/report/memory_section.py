@@ -25,7 +25,7 @@ TIMELINE_BUCKETS = 600
 
 @dataclass(frozen=True)
 class MemoryData:
-    """A run's memory frames (empty frames: no ``[memory]`` events)."""
+    """A run's memory frames (all of them ``summary``, empty: no ``[memory]`` events)."""
 
     summary: pl.DataFrame  # memory_summary
     timeline: pl.DataFrame  # memory_timeline
@@ -34,14 +34,17 @@ class MemoryData:
     leaks: pl.DataFrame  # memory_leak_check
 
 
-def collect_memory(wh: Any, run_id: str, *, buckets: int = TIMELINE_BUCKETS) -> MemoryData | None:
-    """The memory frames of ``run_id``; ``None`` where the warehouse has no ``memory`` method."""
+def collect_memory(wh: Any, run_id: Any, *, buckets: int = TIMELINE_BUCKETS) -> MemoryData | None:
+    """The memory frames of ``run_id`` (or a resolved RunRef); ``None`` without ``memory``."""
     method = getattr(wh, "memory", None)
     if method is None:
         return None
     try:
+        summary = method(run_id)
+        if summary.is_empty():  # no [memory] events: every other view is empty too
+            return MemoryData(summary, summary, summary, summary, summary)
         return MemoryData(
-            summary=method(run_id),
+            summary=summary,
             timeline=method(run_id, view="timeline", buckets=buckets),
             steps=method(run_id, view="steps"),
             holders=method(run_id, view="peak", top=10),

@@ -65,8 +65,8 @@ def layer_group(tree: pl.DataFrame) -> tuple[int, str | None, str | None] | None
     return (int(wide["depth"].min()) if not wide.is_empty() else 1), None, None  # type: ignore[arg-type]
 
 
-def collect_modules(wh: Any, run_id: str) -> ModuleData | None:
-    """The module tree of ``run_id``; ``None`` where the warehouse has no ``modules`` method."""
+def collect_modules(wh: Any, run_id: Any) -> ModuleData | None:
+    """The module tree of ``run_id`` (or a RunRef); ``None`` without a ``modules`` method."""
     method = getattr(wh, "modules", None)
     if method is None:
         return None

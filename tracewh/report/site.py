@@ -88,8 +88,8 @@ def build_site(
         pages: list[Path] = []
         for run_id in run_ids:
             data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
-            secs = [*run_sections(data), modules_section(collect_modules(wh, run_id)),
-                    memory_section(collect_memory(wh, run_id))]
+            secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id)),
+                    memory_section(collect_memory(wh, data.ref or run_id))]
             body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
             n_charts += _append_sections(body, secs)
             name = f"run-{run_id}.html"

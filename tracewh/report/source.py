@@ -98,6 +98,7 @@ class RunData:
     rank_stragglers: pl.DataFrame  # rank_stragglers: steps where a rank stands above its peers
     extra: dict[str, Any] = field(default_factory=dict)
     roofline: pl.DataFrame | None = None  # Warehouse.roofline rows; None: not collected
+    ref: Any = None  # the resolved run (a RunRef): later queries of the run pass it
 
 
 def collect_run(
@@ -130,43 +131,58 @@ def collect_run(
     -------
     RunData
     """
+    # resolved once: every analysis below gets the RunRef (no selector lookup per query)
     ref = wh.resolve_run(selector)
     run_id: str = ref.run_id
-    runs = wh.runs(where={"run_id": run_id})
-    meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
+    run_row = getattr(wh, "run_row", None)
+    if run_row is not None:  # the runs row alone (Warehouse.runs also derives workloads)
+        meta = run_row(ref)
+    else:
+        runs = wh.runs(where={"run_id": run_id})
+        meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
     timeline, note = _timeline(wh, run_id, steps=timeline_steps)
     job = ref.job
     rank_kernels = pl.DataFrame()
     rank_imbalance = pl.DataFrame()
     rank_stragglers = pl.DataFrame()
-    if job is not None:
-        rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=run_id))
-        rank_imbalance = wh.ranks(view="imbalance", run=run_id)
-        rank_stragglers = wh.ranks(view="stragglers", run=run_id)
+    rank_runs = getattr(wh, "rank_runs", None)
+    if job is not None and rank_runs is not None:
+        # the job instance once for the three views; one rank alone has nothing to compare
+        # (no heatmap, no imbalance across ranks, no stragglers): its queries are skipped
+        ids = rank_runs(run=ref)
+        if len(ids) > 1:
+            rank_kernels = _with_short_names(wh, wh.call("rank_kernels", ids))
+            rank_imbalance = wh.call("rank_imbalance", ids)
+            rank_stragglers = wh.call("rank_stragglers", ids)
+    elif job is not None:
+        rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=ref))
+        rank_imbalance = wh.ranks(view="imbalance", run=ref)
+        rank_stragglers = wh.ranks(view="stragglers", run=ref)
     return RunData(
         run_id=run_id,
         meta=meta,
-        kernels=wh.kernels(run_id, group_by="short_name", top=top),
-        categories=wh.kernels(run_id, group_by="category"),
+        kernels=wh.kernels(ref, group_by="short_name", top=top),
+        categories=wh.kernels(ref, group_by="category"),
         timeline=timeline,
         timeline_note=note,
-        gaps=wh.gaps(run_id, threshold_ns=threshold_ns),
-        idle=wh.idle_breakdown(run_id, threshold_ns=threshold_ns).filter(
+        gaps=wh.gaps(ref, threshold_ns=threshold_ns),
+        idle=wh.idle_breakdown(ref, threshold_ns=threshold_ns).filter(
             pl.col("level") == "stream"
         ),
-        largest_gaps=wh.largest_gaps(run_id, n=10, threshold_ns=threshold_ns),
-        launch_ops=wh.launches(run_id, by="op").select("short_name", "api_ns", "queue_ns"),
-        launch_kernels=wh.launches(run_id, by="kernel"),
-        steps=wh.steps(run_id, threshold_ns=threshold_ns),
-        breakdown=wh.breakdown(run_id),
+        largest_gaps=wh.largest_gaps(ref, n=10, threshold_ns=threshold_ns),
+        launch_ops=wh.launches(ref, by="op").select("short_name", "api_ns", "queue_ns"),
+        launch_kernels=wh.launches(ref, by="kernel"),
+        steps=wh.steps(ref, threshold_ns=threshold_ns),
+        breakdown=wh.breakdown(ref),
         rank_kernels=rank_kernels,
         rank_imbalance=rank_imbalance,
         rank_stragglers=rank_stragglers,
-        roofline=_roofline(wh, run_id) if roofline else None,
+        roofline=_roofline(wh, ref) if roofline else None,
+        ref=ref,
     )
 
 
-def _roofline(wh: WarehouseLike, run_id: str) -> pl.DataFrame | None:
+def _roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
     """``Warehouse.roofline`` of the run, or ``None`` where the warehouse has none."""
     method = getattr(wh, "roofline", None)
     if method is None:
