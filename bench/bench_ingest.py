@@ -1,6 +1,7 @@
 """Ingest throughput vs the bare ijson parse, peak memory, Parquet vs gzip bytes, --jobs scaling.
 
 ``python -m bench.bench_ingest [--sizes 250MB,1GB] [--files 20] [--no-files]``
+(default sizes: 250MB; 250MB,1GB,2GB under ``python -m bench.run --big``)
 
 For each size, a synthetic trace (cached under ``data/bench/``) is measured side
 by side, each measurement in a fresh subprocess: the bare parse

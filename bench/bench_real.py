@@ -1,6 +1,7 @@
 """Real traces, whole processes, side by side with HTA and the bare parse (issue 16's table).
 
 ``python -m bench.bench_real [--only small,cold,mid,big,files,report] [--sizes 250MB,1GB]``
+(default sizes: 250MB; 250MB,1GB,2GB under ``python -m bench.run --big``)
 
 Every figure is one whole process, measured by ``bench/measure.py`` (wall time from
 fork to exit, and the largest peak RSS of the process and its children), the
@@ -136,7 +137,9 @@ def _line(label: str, ours: dict[str, float], theirs: dict[str, float] | None, g
         return
     t = ours["seconds"] / theirs["seconds"]
     m = ours["rss_mb"] / theirs["rss_mb"]
-    shown = f"time {t:5.2f}x" if speed == "ours/theirs" else f"speed {1 / t:5.2f}x"
+    c = ours["cpu_s"] / theirs["cpu_s"] if theirs["cpu_s"] else float("nan")
+    shown = (f"time {t:5.2f}x (CPU {c:4.2f}x)" if speed == "ours/theirs"
+             else f"speed {1 / t:5.2f}x (CPU {1 / c:4.2f}x)")
     print(f"  {label:44} tracewh {ours['seconds']:7.2f} s {ours['rss_mb']:6.0f} MB | "
           f"{anchor} {theirs['seconds']:7.2f} s {theirs['rss_mb']:6.0f} MB | {shown}, "
           f"memory {m:4.2f}x | goal {goal}", flush=True)
