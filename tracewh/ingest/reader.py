@@ -448,15 +448,20 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
             path, f"corrupt JSON: unreadable value: {_clean(exc)}", event_index=n
         ) from exc
     finally:
-        stream.decompressed_bytes = tee.decompressed
-        cut = tee.truncated_strings()
-        if cut:
-            stream.anomalies["truncated_strings"] = cut
-        whole = tee.file_sha256()
-        if whole is not None:
-            stream.file_sha256, stream.file_bytes = whole
-        tee.close()
+        close_stream(stream, tee)
     finish(path, tee, stream, n, is_array=is_array, backend=backend)
+
+
+def close_stream(stream: TraceStream, tee: _Tee) -> None:
+    """Once the events are read (or failed): sizes, cut strings and the file's hash, then close."""
+    stream.decompressed_bytes = tee.decompressed
+    cut = tee.truncated_strings()
+    if cut:
+        stream.anomalies["truncated_strings"] = cut
+    whole = tee.file_sha256()
+    if whole is not None:
+        stream.file_sha256, stream.file_bytes = whole
+    tee.close()
 
 
 def finish(

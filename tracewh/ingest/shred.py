@@ -40,7 +40,7 @@ import orjson
 from tracewh.errors import TraceFormatError
 from tracewh.ingest import fast
 from tracewh.ingest.memory import parse_size, retry_on_oom
-from tracewh.ingest.reader import c_backend, finish, open_trace
+from tracewh.ingest.reader import c_backend, close_stream, finish, open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
 from tracewh.schema import GPU_OP_CATEGORIES
 from tracewh.sqlfiles import SQL_DIR, glob_escaped
@@ -355,8 +355,7 @@ def _stage_part(
                     skip_python=skip_python, chunk_events=chunk_events, first_event=stop_head,
                 )
             finally:
-                stream.decompressed_bytes = tee.offset
-                tee.close()
+                close_stream(stream, tee)
             finish(path, tee, stream, n, is_array=is_array)
             fast.release_memory()
             if deferred:
