@@ -7,11 +7,15 @@ bundle the static site ships beside its pages.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import vl_convert as vlc
 
+from tracewh.cache import cache_folder, own_file, write_private
 from tracewh.errors import TracewhError
 from tracewh.textsafe import escape_nested
 
@@ -59,9 +63,36 @@ def svg(vl_spec: dict[str, Any], *, key: str) -> str:
 
 
 def javascript_bundle() -> str:
-    """Vega, Vega-Lite and vega-embed as one script that sets ``window.vegaEmbed``."""
+    """Vega, Vega-Lite and vega-embed as one script that sets ``window.vegaEmbed``.
+
+    vl-convert builds the bundle in ~8 s of CPU (most of a small site's time), always the
+    same for one vl-convert version: it is kept in the user's private cache
+    (:mod:`tracewh.cache`: a folder and file no one else can write, since the script runs
+    in the browser of whoever opens the site) as ``vl-bundle-<version>.js``.
+    """
+    path = _bundle_cache()
+    if path is not None and own_file(path):
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
     bundle: str = vlc.javascript_bundle(None)  # type: ignore[arg-type]  # stub says str; None = default snippet
+    if path is not None:
+        with contextlib.suppress(OSError):
+            write_private(path, bundle.encode("utf-8"))
     return bundle
+
+
+def _bundle_cache() -> Path | None:
+    """Where the bundle of the installed vl-convert is cached (None: no private cache)."""
+    try:
+        version = metadata.version("vl-convert-python")
+    except metadata.PackageNotFoundError:
+        return None
+    folder = cache_folder()
+    if folder is None or not version.replace(".", "").replace("post", "").isalnum():
+        return None
+    return folder / f"vl-bundle-{version}.js"
 
 
 def spec_json(vl_spec: dict[str, Any]) -> str:
