@@ -134,12 +134,8 @@ def collect_run(
     # resolved once: every analysis below gets the RunRef (no selector lookup per query)
     ref = wh.resolve_run(selector)
     run_id: str = ref.run_id
-    run_row = getattr(wh, "run_row", None)
-    if run_row is not None:  # the runs row alone (Warehouse.runs also derives workloads)
-        meta = run_row(ref)
-    else:
-        runs = wh.runs(where={"run_id": run_id})
-        meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
+    runs = wh.runs(where={"run_id": run_id})  # with `unusable`: the summary says why
+    meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
     timeline, note = _timeline(wh, run_id, steps=timeline_steps)
     job = ref.job
     rank_kernels = pl.DataFrame()
