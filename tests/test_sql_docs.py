@@ -50,5 +50,6 @@ def test_every_macro_runs_on_an_empty_warehouse() -> None:
         "SELECT * FROM gpu_time_breakdown('x')", "SELECT * FROM rank_kernels(['j'])",
         "SELECT * FROM rank_imbalance(['j'])", "SELECT * FROM rank_stragglers(['j'])",
         "SELECT * FROM kernel_keys", "SELECT * FROM series_values()",
+        "SELECT * FROM run_fingerprints_in(['x'])",
     ):  # fmt: skip
         con.execute(sql).fetchall()

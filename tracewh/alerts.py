@@ -26,7 +26,12 @@ from tracewh.analysis.changes import (
     metric_unit,
 )
 from tracewh.analysis.health import unusable_runs
-from tracewh.analysis.workload import DEFAULT_KEYS, DEFAULT_THRESHOLD, assign_workloads
+from tracewh.analysis.workload import (
+    DEFAULT_KEYS,
+    DEFAULT_THRESHOLD,
+    assign_workloads,
+    unfingerprinted,
+)
 from tracewh.errors import UsageError
 from tracewh.history import parse_since
 from tracewh.runsel import Source, where_frame
@@ -40,6 +45,7 @@ class RunSet:
 
     runs: pl.DataFrame  # runs columns + workload, workload_by, similarity, series, instance
     excluded: pl.DataFrame  # run_id, reasons: unusable runs left out
+    fingerprinted: int = 0  # runs whose fingerprint was computed from their tables here
 
 
 def run_set(
@@ -49,14 +55,38 @@ def run_set(
     threshold: float = DEFAULT_THRESHOLD,
     include_unusable: bool = False,
 ) -> RunSet:
-    """Every visible run with its workload identity; unusable runs apart (unless included)."""
-    table = src.run_table()
+    """Every visible run with its workload identity; unusable runs apart (unless included).
+
+    A run ingested before the ``fingerprints`` table whose labels do not name its workload
+    gets its fingerprint computed from its stored tables (``run_fingerprints_in``, the
+    ingest's definition), so old warehouses compare as new ones do; ``tracewh compact``
+    stores these (``RunSet.fingerprinted`` counts the runs computed here).
+    """
+    table, computed = _with_fingerprints(src, src.run_table(), keys)
     wl = assign_workloads(table, keys=keys, threshold=threshold)
     runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
     bad = unusable_runs(runs)
     if not include_unusable and not bad.is_empty():
         runs = runs.join(bad.select("run_id"), on="run_id", how="anti")
-    return RunSet(runs.sort(["start_ns", "rank", "run_id"], nulls_last=True), bad)
+    return RunSet(runs.sort(["start_ns", "rank", "run_id"], nulls_last=True), bad, computed)
+
+
+def _with_fingerprints(
+    src: Source, table: pl.DataFrame, keys: Sequence[str]
+) -> tuple[pl.DataFrame, int]:
+    """``table`` with the missing ``minhash`` of runs that need one computed from their tables."""
+    ids = unfingerprinted(table, keys)
+    if not ids:
+        return table, 0
+    days = set(table.filter(pl.col("run_id").is_in(ids))["day"].to_list())
+    found = src.sql("SELECT run_id, minhash AS computed FROM run_fingerprints_in($ids)",
+                    {"ids": ids}, days=days)  # fmt: skip
+    if "minhash" not in table.columns:
+        table = table.with_columns(pl.lit(None, dtype=pl.List(pl.Int64)).alias("minhash"))
+    out = table.join(found, on="run_id", how="left", maintain_order="left").with_columns(
+        pl.coalesce(pl.col("minhash"), pl.col("computed").cast(pl.List(pl.Int64))).alias("minhash")
+    )
+    return out.drop("computed"), found.height
 
 
 def commit_label(labels_json: str | None) -> str | None:
@@ -89,6 +119,9 @@ class ChangesReport:
         Unusable runs left out (``run_id``, ``day``, ``reasons``).
     params
         The settings used.
+    fingerprinted
+        Runs ingested before fingerprints whose fingerprint was computed from their tables
+        for this question (``tracewh compact`` stores them).
     """
 
     changes: pl.DataFrame = field(repr=False)
@@ -96,6 +129,7 @@ class ChangesReport:
     runs: int
     excluded: pl.DataFrame = field(repr=False)
     params: Mapping[str, Any]
+    fingerprinted: int = 0
 
     def to_dicts(self) -> list[dict[str, Any]]:
         """One JSON-ready object per change: times in ms per step (fractions for idle, bytes
@@ -164,7 +198,8 @@ def changes(
     }  # fmt: skip
     if runs.is_empty():
         return ChangesReport(_decorate(_empty_changes(), runs), 0, 0,
-                             excl.select("run_id", "day", "reasons"), params)  # fmt: skip
+                             excl.select("run_id", "day", "reasons"), params,
+                             rs.fingerprinted)  # fmt: skip
     if op is not None:  # the operators' TFLOP/s (sql/94_op_series.sql), only when asked
         values = src.sql(
             "SELECT * FROM op_series_values($runs, op_pattern := $op, min_ms := $min_ms)",
@@ -184,7 +219,8 @@ def changes(
     n_series = values.join(runs.select("run_id", "series"), on="run_id").select(
         "series", "metric", "key").n_unique()  # fmt: skip
     return ChangesReport(_decorate(grouped, runs), n_series, runs.height,
-                         excl.select("run_id", "day", "reasons"), params)  # fmt: skip
+                         excl.select("run_id", "day", "reasons"), params,
+                         rs.fingerprinted)  # fmt: skip
 
 
 def _empty_changes() -> pl.DataFrame:

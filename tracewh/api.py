@@ -143,11 +143,54 @@ class Warehouse:
         return verify(self.store)
 
     def compact(self, *, retain_hours: int = 168) -> CompactReport:
-        """Remove leftovers, merge small files, vacuum files older than ``retain_hours``."""
+        """Store missing fingerprints, remove leftovers, merge small files, vacuum old files.
+
+        Runs ingested before the ``fingerprints`` table existed get theirs first
+        (:meth:`backfill_fingerprints`); then leftovers are removed, small files merged and
+        files older than ``retain_hours`` vacuumed.
+        """
+        import dataclasses
+
         from tracewh.ingest.maintenance import compact
 
         self.store.require()
-        return compact(self.store, retain_hours=retain_hours)
+        added = self.backfill_fingerprints()
+        report = compact(self.store, retain_hours=retain_hours)
+        return dataclasses.replace(report, fingerprints_added=added)
+
+    def backfill_fingerprints(self, *, batch: int = 64) -> int:
+        """Store the fingerprint of every visible run without one (ingested before them).
+
+        The signature is computed from the run's stored ``gpu_ops``/``events``
+        (``run_fingerprints_in``, the ingest's definition; the same value the ingest
+        would have stored) and committed with the run's ``ingest_id``, ``batch`` runs
+        (of their day partitions) per query and commit; see
+        :mod:`tracewh.ingest.backfill` for visibility and concurrency. Until then,
+        history commands compute these signatures when they need them.
+
+        Returns
+        -------
+        int
+            How many fingerprints were added (0 when every run has one).
+        """
+        from tracewh.ingest.backfill import add_fingerprints
+
+        self.store.require()
+        missing = self.sql(
+            "SELECT r.run_id, r.day FROM runs r "
+            "WHERE NOT EXISTS (SELECT 1 FROM fingerprints f WHERE f.run_id = r.run_id) "
+            "ORDER BY r.day, r.run_id"
+        )
+        todo = list(missing.iter_rows())
+        added = 0
+        for i in range(0, len(todo), batch):
+            chunk = todo[i : i + batch]
+            rows = self.sql(
+                "SELECT * FROM run_fingerprints_in($ids)", {"ids": [r for r, _ in chunk]},
+                days={d for _, d in chunk},
+            )
+            added += add_fingerprints(self.store, rows.to_arrow())
+        return added
 
     # ----------------------------------------------------------------- query
     @contextlib.contextmanager

@@ -123,6 +123,9 @@ class CheckReport:
         Comparable runs left out of the baselines as unusable (``run_id``, ``reasons``).
     params
         The settings used.
+    fingerprinted
+        Runs ingested before fingerprints whose fingerprint was computed from their tables
+        for this check (``tracewh compact`` stores them).
     """
 
     run_id: str
@@ -135,6 +138,7 @@ class CheckReport:
     params: Mapping[str, Any]
     metrics: pl.DataFrame = field(compare=False, repr=False)
     excluded: pl.DataFrame = field(compare=False, repr=False, default_factory=pl.DataFrame)
+    fingerprinted: int = 0
 
     @property
     def regressed(self) -> bool:
@@ -167,6 +171,7 @@ class CheckReport:
             "regressions": [f.to_dict() for f in self.regressions],
             "improvements": [f.to_dict() for f in self.improvements],
             "changes": [f.to_dict() for f in self.changes],
+            "fingerprinted_from_tables": self.fingerprinted,
             "params": dict(self.params),
         }
 
@@ -308,6 +313,7 @@ def check(
         changes=tuple(f for f in findings if f.status in ("new", "gone")),
         params=params, metrics=metrics,
         excluded=pl.DataFrame(excluded, schema={"run_id": pl.String, "reasons": pl.String}).unique(),
+        fingerprinted=everything.fingerprinted,
     )  # fmt: skip
 
 

@@ -39,7 +39,8 @@ DEFAULT_THRESHOLD = 0.5
 _SERIES_COLS = ("workload", "device_name", "backend", "rank", "world_size")
 
 
-def _label_workload(labels_json: str | None, keys: Sequence[str]) -> str | None:
+def label_workload(labels_json: str | None, keys: Sequence[str]) -> str | None:
+    """The workload a run's labels name (``model=…,branch=…``), or None without any key."""
     try:
         labels = json.loads(labels_json) if labels_json else {}
     except ValueError:
@@ -82,7 +83,7 @@ def assign_workloads(
                                     "series": pl.String, "instance": pl.String})  # fmt: skip
     df = runs.sort(["start_ns", "rank", "run_id"], nulls_last=True)
     ids = df["run_id"].to_list()
-    labels = [_label_workload(x, keys) for x in df["labels_json"].to_list()]
+    labels = [label_workload(x, keys) for x in df["labels_json"].to_list()]
     sigs = df["minhash"].to_list() if "minhash" in df.columns else [None] * len(ids)
     workload: list[str] = []
     by: list[str] = []
@@ -128,6 +129,30 @@ def assign_workloads(
     return out.with_columns(pl.Series("instance", _instances(out), dtype=pl.String)).select(
         "run_id", "workload", "workload_by", "similarity", "series", "instance"
     )
+
+
+def unfingerprinted(runs: pl.DataFrame, keys: Sequence[str] = DEFAULT_KEYS) -> list[str]:
+    """The runs whose identity needs a fingerprint they lack (ingested before fingerprints).
+
+    Parameters
+    ----------
+    runs
+        Rows with ``run_id``, ``labels_json`` and ``minhash`` (null without a fingerprint).
+    keys
+        Label keys that name a workload: a run with any of them needs no fingerprint.
+
+    Returns
+    -------
+    list[str]
+        Their run ids, in the order of ``runs``.
+    """
+    sigs = runs["minhash"].to_list() if "minhash" in runs.columns else [None] * runs.height
+    out = []
+    for rid, lab, sig in zip(runs["run_id"].to_list(), runs["labels_json"].to_list(), sigs,
+                             strict=True):  # fmt: skip
+        if sig is None and label_workload(lab, keys) is None:
+            out.append(str(rid))
+    return out
 
 
 def _instances(df: pl.DataFrame) -> list[str]:

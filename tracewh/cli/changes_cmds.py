@@ -30,6 +30,13 @@ if TYPE_CHECKING:  # the change-point modules (Polars, numpy) load when the comm
     from tracewh.alerts import ChangesReport
 
 
+#: Said when runs ingested before fingerprints were fingerprinted from their tables.
+FINGERPRINTED_NOTE = (
+    "note: {n} run(s) ingested before fingerprints existed were fingerprinted from their "
+    "tables (`tracewh compact` stores them)"
+)
+
+
 def _short(r: dict[str, object], fitted: dict[str, str] | None = None) -> str:
     """A change's metric for people: short name and kernel key (elided in the middle) for kernels."""
     metric, key = str(r["metric"]), str(r["key"])
@@ -80,6 +87,8 @@ def report_text(report: ChangesReport, *, rows: list[dict[str, Any]] | None = No
             + ", ".join(sorted({str(x) for x in report.excluded["reasons"].to_list()}))
             + "); --include-unusable keeps them"
         )
+    if report.fingerprinted:
+        lines.append(FINGERPRINTED_NOTE.format(n=report.fingerprinted))
     group = None
     for r in rows:
         if r["group"] != group:
@@ -155,6 +164,8 @@ def changes(
         typer.echo(json.dumps(rows, indent=2, default=str))
         if not report.excluded.is_empty():
             typer.echo(f"note: {report.excluded.height} run(s) unusable for comparison left out", err=True)
+        if report.fingerprinted:
+            typer.echo(FINGERPRINTED_NOTE.format(n=report.fingerprinted), err=True)
     else:
         if ref is not None:
             typer.echo(f"series of {run_title(ref)}")

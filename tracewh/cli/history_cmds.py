@@ -248,6 +248,9 @@ def report_text(report: CheckReport, *, markdown: bool = False, width: int | Non
     if not report.excluded.is_empty():
         reasons = ", ".join(sorted({str(r) for r in report.excluded["reasons"].to_list()}))
         lines.append(f"{bullet}left out of the baselines: {report.excluded.height} unusable run(s) ({reasons})")
+    if report.fingerprinted:
+        lines.append(f"{bullet}{report.fingerprinted} run(s) ingested before fingerprints existed: "
+                     "fingerprinted from their tables (`tracewh compact` stores them)")
     lines.append("")
     if report.regressions:
         lines.append(f"{head}REGRESSION: {len(report.regressions)} metric(s) got worse (slower, more memory, or fewer TFLOP/s)")

@@ -287,6 +287,11 @@ def compact(
         )
         if report.clamp:
             typer.echo(f"note: {report.clamp}")
+        if report.fingerprints_added:
+            typer.echo(
+                f"stored the fingerprints of {report.fingerprints_added} run(s) ingested before "
+                "fingerprints existed (computed from their tables)"
+            )
         for name in report.files_before:
             kept_n, kept_b = report.kept.get(name, (0, 0))
             kept = (

@@ -2,8 +2,10 @@
 
 verify checks that (1) every data file the Delta logs reference exists, has
 the recorded size and a readable Parquet footer; (2) every visible run has
-exactly the rows it recorded in ``runs.rows_json`` in each child table; (3)
-no run is listed twice. Leftovers of crashed ingests (invisible orphan rows,
+exactly the rows it recorded in ``runs.rows_json`` in each child table (a run
+ingested before the ``fingerprints`` table, whose ``rows_json`` does not name it, may
+have one backfilled row there: :mod:`tracewh.ingest.backfill`); (3) no run is
+listed twice. Leftovers of crashed ingests (invisible orphan rows,
 unreferenced files, staging folders) are reported but do not fail it: they
 are invisible to queries and removed by the next ingest or by compact.
 """
@@ -206,6 +208,8 @@ def verify(store: Store) -> VerifyReport:
             for table in CHILD_TABLES:
                 want = expected.get(table, 0)
                 have = counts.get((table, run_id, ingest_id), 0)
+                if table == "fingerprints" and table not in expected and have <= 1:
+                    continue  # ingested before the table: none, or one backfilled row
                 if want != have:
                     report.problems.append(
                         f"run {run_id}: {table} has {have} rows, the run recorded {want}"
@@ -237,7 +241,9 @@ class CompactReport:
     ``retain_hours`` is the retention applied; ``clamp`` says why it differs
     from the one asked for (None when it does not). ``kept`` counts the
     unreferenced files left because they are younger than the retention, with
-    their bytes; ``freed_bytes`` what the vacuum deleted.
+    their bytes; ``freed_bytes`` what the vacuum deleted; ``fingerprints_added`` the
+    fingerprints stored for runs ingested before the ``fingerprints`` table (by the
+    API's :meth:`~tracewh.api.Warehouse.compact`, before the merges).
     """
 
     orphan_ingests: int
@@ -250,11 +256,13 @@ class CompactReport:
     retain_hours: int = 168
     clamp: str | None = None
     exclusive: bool = False
+    fingerprints_added: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "orphan_ingests": self.orphan_ingests, "staging_removed": self.staging_removed,
             "retain_hours": self.retain_hours, "clamp": self.clamp, "exclusive": self.exclusive,
+            "fingerprints_added": self.fingerprints_added,
             "tables": {
                 name: {
                     "files_before": self.files_before[name],
