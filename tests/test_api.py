@@ -143,3 +143,29 @@ def test_a_warehouse_written_before_a_table_was_added_gets_it(tmp_path: Path) ->
     assert old.sql("SELECT count(*) AS n FROM module_spans")["n"].to_list() == [0]
     assert old.sql("SELECT count(*) AS n FROM flows")["n"].to_list()[0] > 0
     assert (tmp_path / "wh" / "tables" / "flow_args" / "_delta_log").is_dir()
+
+
+
+def test_connections_draw_no_progress_bar(two_ranks: tuple[Warehouse, list[Path]]) -> None:
+    """A query over ~2 s would draw DuckDB's progress bar on stdout, into `--format json`.
+    In a fresh interpreter (a setting made by an earlier connection of this process, an
+    ingest's, could hide the default)."""
+    import subprocess
+    import sys
+
+    wh, _ = two_ranks
+    code = (
+        "import sys\n"
+        "from tracewh.api import Warehouse\n"
+        "wh = Warehouse(sys.argv[1])\n"
+        "q = \"SELECT current_setting('enable_progress_bar') AS p\"\n"
+        "got = [wh.sql(q)['p'][0]]\n"
+        "with wh.session():\n"
+        "    got.append(wh.sql(q)['p'][0])\n"
+        "con = wh.connect()\n"
+        "got.append(con.sql(q).fetchall()[0][0])\n"
+        "print(got)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(wh.root)], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == "[False, False, False]", out.stdout + out.stderr

@@ -318,6 +318,7 @@ def connect_catalog(
             if path.exists() or path.is_symlink():
                 con = _open_trusted(path, digest)
                 if con is not None:
+                    _settings(con, None, None)
                     return con
                 with contextlib.suppress(OSError):
                     path.unlink()  # stale, damaged or not ours: built again
@@ -329,6 +330,9 @@ def connect_catalog(
                 break
     con = duckdb.connect()
     _define(con, sql_dir)
+    # every catalog connection (Warehouse's too): without the settings a query over ~2 s
+    # draws DuckDB's progress bar on stdout, into `--format json` output
+    _settings(con, None, None)
     return con
 
 
