@@ -73,6 +73,8 @@ def test_kernels_json_loads_polars_but_not_altair(warehouse: Path) -> None:
     assert got["exit"] == 0, got["out"]
     assert "polars" in got["loaded"]  # a frame is written: Polars is what writes it
     assert "altair" not in got["loaded"] and "vl_convert" not in got["loaded"]
+    # the frame comes from DuckDB through the Arrow C stream interface, not pyarrow
+    assert "pyarrow" not in got["loaded"] and "deltalake" not in got["loaded"]
 
 
 def test_help_and_version_import_nothing_heavy() -> None:

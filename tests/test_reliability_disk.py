@@ -22,6 +22,7 @@ from helpers_ingest import (
 )
 from typer.testing import CliRunner
 
+import tracewh.deltalog
 import tracewh.store
 from tracewh.api import Warehouse
 from tracewh.cli import app
@@ -45,12 +46,14 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _failing_writes(monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int) -> list[str]:
     """Make one Delta commit raise OSError(code): the ``fail_at``-th, or the one of that table.
 
-    Child tables are committed with ``DeltaTable.create_write_transaction``
-    (tracewh.ingest.commit), ``runs`` and ``ingest_log`` with ``write_deltalake``
-    (tracewh.store): both are counted, in order.
+    A local table's commits are written by ``tracewh.deltalog.commit`` (every
+    table's, through ``Store.add_files``); delta-rs still commits a ``--force``
+    replace (``write_deltalake``) and object stores (``create_write_transaction``):
+    all three are counted, in order.
     """
     real_write = tracewh.store.write_deltalake
     real_commit = DeltaTable.create_write_transaction
+    real_log_commit = tracewh.deltalog.commit
     calls: list[str] = []
 
     def hit(table: str) -> None:
@@ -66,8 +69,13 @@ def _failing_writes(monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int) ->
         hit(Path(str(self.table_uri)).name)
         return real_commit(self, *args, **kwargs)
 
+    def log_commit(table_dir: str | Path, *args: Any, **kwargs: Any) -> int:
+        hit(Path(str(table_dir)).name)
+        return real_log_commit(table_dir, *args, **kwargs)
+
     monkeypatch.setattr(tracewh.store, "write_deltalake", write)
     monkeypatch.setattr(DeltaTable, "create_write_transaction", commit)
+    monkeypatch.setattr(tracewh.deltalog, "commit", log_commit)
     return calls
 
 

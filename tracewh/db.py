@@ -22,6 +22,7 @@ import duckdb
 
 from tracewh.cache import cache_folder, own_file
 from tracewh.errors import QueryError, SqlDefinitionError
+from tracewh.plainschema import duck_type as _duck_type
 from tracewh.sqlfiles import SQL_DIR, glob_escaped, sql_files, sql_string
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SQL_DIR", "Rows", "TableInfo", "apply_sql", "catalog_digest", "catalog_tables",
     "connect_catalog", "connect_tables", "fetch_frame", "fetch_rows", "first_line",
-    "parquet_files_sql", "shadow_files", "sql_files",
+    "parquet_files_sql", "shadow_files", "sql_files", "to_frame",
 ]
 
 #: A table of the catalog: its name and whether it is a run child (visible via ``runs``).
@@ -52,28 +53,6 @@ def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> Non
             con.execute(path.read_text(encoding="utf-8"))
         except duckdb.Error as exc:
             raise SqlDefinitionError(path, first_line(exc)) from exc
-
-
-def _duck_type(t: pa.DataType) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "VARCHAR"
-    if pa.types.is_int64(t):
-        return "BIGINT"
-    if pa.types.is_int32(t):
-        return "INTEGER"
-    if pa.types.is_float64(t):
-        return "DOUBLE"
-    if pa.types.is_boolean(t):
-        return "BOOLEAN"
-    if pa.types.is_date32(t):
-        return "DATE"
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
-    if pa.types.is_list(t):
-        return f"{_duck_type(t.value_type)}[]"
-    raise TypeError(f"no DuckDB type for {t}")
 
 
 def table_columns_sql(table: str) -> str:
@@ -490,10 +469,21 @@ def fetch_frame(
         rel = con.sql(query, params=params) if params else con.sql(query)
         if rel is None:
             return pl.DataFrame()
-        frame: pl.DataFrame = rel.pl()
-        return frame
+        return to_frame(rel)
 
     return _guarded(query, fetch)
+
+
+def to_frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """A relation's rows as a Polars frame, through the Arrow C stream interface.
+
+    ``DuckDBPyRelation.pl()`` goes through pyarrow (importing it costs ~60 MB of a
+    query process); Polars reads the relation's ``__arrow_c_stream__`` directly,
+    with the same columns and types.
+    """
+    import polars as pl
+
+    return pl.DataFrame(rel)
 
 
 _T = TypeVar("_T")

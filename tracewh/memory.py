@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from tracewh.db import to_frame
 from tracewh.errors import QueryError, UsageError
 from tracewh.ingest.memory import retry_on_oom, set_limit
 
@@ -188,7 +189,7 @@ def _macro(
         set_limit(con, memory_limit)
 
         def step() -> Any:
-            return con.sql(query, params={"run": ref.run_id, **params}).pl()
+            return to_frame(con.sql(query, params={"run": ref.run_id, **params}))
 
         frame, _ = retry_on_oom(con, step, memory_limit)
         result: pl.DataFrame = frame

@@ -21,34 +21,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+# the event categories and name prefixes live in tracewh.categories (no pyarrow there, so
+# the ingest modules that need only them do not import pyarrow); re-exported here
+from tracewh.categories import GPU_OP_CATEGORIES as GPU_OP_CATEGORIES
+from tracewh.categories import LAUNCH_FLOW_CATEGORIES as LAUNCH_FLOW_CATEGORIES
+from tracewh.categories import MODULE_PREFIX as MODULE_PREFIX
+from tracewh.categories import PYTHON_CATEGORY as PYTHON_CATEGORY
+from tracewh.categories import RUNTIME_CATEGORIES as RUNTIME_CATEGORIES
+
 PARTITION_COLUMN = "day"
-
-#: Kineto categories of GPU-side activity (current, legacy and MTIA spellings).
-GPU_OP_CATEGORIES: frozenset[str] = frozenset(
-    {
-        "kernel",
-        "gpu_memcpy",
-        "gpu_memset",
-        "Kernel",
-        "Memcpy",
-        "Memset",
-        "mtia_ccp_events",
-    }
-)
-
-#: Categories of host-side runtime / driver API calls (launches and syncs).
-RUNTIME_CATEGORIES: frozenset[str] = frozenset(
-    {"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "hip_runtime"}
-)
-
-#: Flow categories that link a launch to its GPU op.
-LAUNCH_FLOW_CATEGORIES: frozenset[str] = frozenset({"ac2g", "async_gpu", "async_cpu_to_gpu"})
-
-#: Category of Python stack events (stored in the ``python`` table, not ``events``).
-PYTHON_CATEGORY = "python_function"
-
-#: Name prefix of the python_function spans of nn.Module calls (``nn.Module: Linear_3``).
-MODULE_PREFIX = "nn.Module: "
 
 # ---------------------------------------------------------------------------
 # columns shared by event-like tables

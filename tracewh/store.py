@@ -31,6 +31,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -38,7 +39,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -272,9 +273,9 @@ class Store:
         if (not self.remote and complete and schema_key is not None
                 and marker is not None and marker.get("key") == schema_key):
             return frozenset(marker.get("partial") or ())
-        from tracewh.schema import SCHEMA_KEY
+        from tracewh.plainschema import info
 
-        if marker is None or marker.get("key") != SCHEMA_KEY or not complete:
+        if marker is None or marker.get("key") != info().schema_key or not complete:
             try:
                 self.create()  # written by a tracewh before these tables or columns: add them
             except ReadOnlyWarehouseError:
@@ -317,11 +318,9 @@ class Store:
 
     def _write_marker(self, partial: Collection[str]) -> None:
         """Write the schema marker atomically (temp file, rename; an object store: a put)."""
-        import json
+        from tracewh.plainschema import info
 
-        from tracewh.schema import SCHEMA_KEY
-
-        text = json.dumps({"key": SCHEMA_KEY, "partial": sorted(partial)})
+        text = json.dumps({"key": info().schema_key, "partial": sorted(partial)})
         if self.remote:
             self.filesystem().pipe_file(self._marker_path(), text.encode("utf-8"))
             return
@@ -396,12 +395,16 @@ class Store:
 
     # -------------------------------------------------------------- creation
     def create(self) -> None:
-        """Create the directory layout and every (empty) table; idempotent, race-safe."""
-        from deltalake import DeltaTable
-        from deltalake.exceptions import DeltaError
+        """Create the directory layout and every (empty) table; idempotent, race-safe.
 
-        from tracewh.schema import ADDED_COLUMNS, SCHEMA_KEY, TABLES
+        A local table is created by :func:`tracewh.deltalog.create_table` (version 0
+        written once, atomically: no lock, no delta-rs); on an object store by delta-rs.
+        A table written by a tracewh before some of its columns gets them
+        (:meth:`_add_columns`, delta-rs) unless the schema marker says it is current.
+        """
+        from tracewh.plainschema import info
 
+        schema = info()
         self._check_path()
         try:
             for d in (self.staging_root, self.locks_dir) if self.remote else (
@@ -410,35 +413,17 @@ class Store:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise self._writable_error(Path(exc.filename or self.root), exc) from exc
+        marker = self._read_marker() or {}
+        current = marker.get("key") == schema.schema_key
         evolved: set[str] = set()
-        for name, spec in TABLES.items():
-            uri = self.table_uri(name)
-            if DeltaTable.is_deltatable(uri, self.options):
-                if name in ADDED_COLUMNS and self._add_columns(name):
+        for name in schema.tables:
+            if self._table_exists(name):
+                if name in schema.added_columns and not current and self._add_columns(name):
                     evolved.add(name)
                 continue
-            with self.lock(f"create-{name}"):
-                if DeltaTable.is_deltatable(uri, self.options):
-                    continue
-                try:
-                    DeltaTable.create(
-                        uri,
-                        spec.schema,
-                        mode="ignore",
-                        partition_by=list(spec.partition_by) or None,
-                        name=name,
-                        description=spec.doc,
-                        storage_options=self.options,
-                        # a checkpoint every 10 commits: opening a table replays at most
-                        # 9 JSON commits (one ingest is one commit per table)
-                        configuration={"delta.checkpointInterval": "10"},
-                    )
-                except (DeltaError, OSError) as exc:
-                    if not DeltaTable.is_deltatable(uri, self.options):
-                        raise WarehouseError(self.root, f"cannot create table {name}: {exc}") from exc
-        marker = self._read_marker() or {}
+            self._create_table(name)
         partial = evolved | set(marker.get("partial") or ())
-        if marker.get("key") != SCHEMA_KEY or partial != set(marker.get("partial") or ()):
+        if not current or partial != set(marker.get("partial") or ()):
             with self.lock("schema-marker"):
                 try:
                     self._write_marker(partial)
@@ -446,6 +431,57 @@ class Store:
                     raise WarehouseError(
                         self.root, f"cannot write the schema marker: {exc.strerror or exc}"
                     ) from exc
+
+    def _table_exists(self, name: str) -> bool:
+        """Whether table ``name`` has a Delta log (a local one: a version in its folder)."""
+        if not self.remote:
+            try:
+                return deltalog.latest_version(self.table_uri(name)) >= 0
+            except (FileNotFoundError, NotADirectoryError):
+                return False
+        from deltalake import DeltaTable
+
+        return bool(DeltaTable.is_deltatable(self.table_uri(name), self.options))
+
+    def _create_table(self, name: str) -> None:
+        from tracewh.plainschema import tables
+
+        # a checkpoint every 10 commits: opening a table replays at most 9 JSON commits
+        # (one ingest batch is one commit per table)
+        configuration = {"delta.checkpointInterval": str(deltalog.CHECKPOINT_INTERVAL)}
+        uri = self.table_uri(name)
+        if not self.remote:
+            spec = tables()[name]
+            try:
+                deltalog.create_table(
+                    uri, name=name, description=spec.doc, schema_string=spec.schema_string,
+                    partition_columns=spec.partition_by, configuration=configuration,
+                )
+            except OSError as exc:
+                if not self._table_exists(name):
+                    raise WarehouseError(
+                        self.root, f"cannot create table {name}: {exc.strerror or exc}"
+                    ) from exc
+            return
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+
+        from tracewh.schema import TABLES
+
+        arrow = TABLES[name]
+        with self.lock(f"create-{name}"):
+            if DeltaTable.is_deltatable(uri, self.options):
+                return
+            try:
+                DeltaTable.create(
+                    uri, arrow.schema, mode="ignore",
+                    partition_by=list(arrow.partition_by) or None, name=name,
+                    description=arrow.doc, storage_options=self.options,
+                    configuration=configuration,
+                )
+            except (DeltaError, OSError) as exc:
+                if not DeltaTable.is_deltatable(uri, self.options):
+                    raise WarehouseError(self.root, f"cannot create table {name}: {exc}") from exc
 
     # ----------------------------------------------------------------- reads
     def table(self, name: str, *, version: int | None = None) -> DeltaTable:
@@ -633,6 +669,122 @@ class Store:
                 if os_error is None:
                     raise
                 raise os_error from exc
+
+    def add_files(self, name: str, adds: Sequence[deltalog.Add]) -> None:
+        """Add written data files to ``name`` in one Delta commit (an append).
+
+        A local table is committed by :func:`tracewh.deltalog.commit` (a commit file
+        created if absent: the next free version), followed by a checkpoint (delta-rs)
+        at every :data:`~tracewh.deltalog.CHECKPOINT_INTERVAL`-th version; an object
+        store's by delta-rs (retried on conflicts).
+        """
+        if not adds:
+            return
+        if not self.remote:
+            try:
+                version = deltalog.commit(self.table_uri(name), [a.action() for a in adds])
+            except deltalog.CommitConflict as exc:
+                raise WarehouseError(self.root, str(exc)) from exc
+            if version % deltalog.CHECKPOINT_INTERVAL == 0:
+                self._checkpoint(name)
+            return
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import AddAction, RemoveAction
+
+        from tracewh.schema import TABLES
+
+        spec = TABLES[name]
+        actions: list[AddAction | RemoveAction] = [
+            AddAction(path=a.path, size=a.size, partition_values=a.partition_values,
+                      modification_time=a.modification_time, data_change=a.data_change,
+                      stats=a.stats or json.dumps({}))
+            for a in adds
+        ]
+        for attempt in range(_COMMIT_RETRIES):
+            try:
+                self.table(name).create_write_transaction(
+                    actions, mode="append", schema=spec.schema,
+                    partition_by=list(spec.partition_by) or None,
+                )
+                return
+            except CommitFailedError:
+                if attempt == _COMMIT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    def _checkpoint(self, name: str) -> None:
+        """Write a checkpoint of a local table's latest version (best effort, delta-rs)."""
+        with contextlib.suppress(Exception):  # a missing checkpoint only slows replays
+            table = self.table(name)
+            table.create_checkpoint()
+            table.cleanup_metadata()  # commits past the log retention (30 days) go
+
+    def append_rows(
+        self, name: str, rows: Sequence[Mapping[str, Any]], *, replace_run: str | None = None
+    ) -> None:
+        """Append plain rows (``{column: value}``) to the unpartitioned table ``name``.
+
+        Locally the rows are written by DuckDB into one Parquet file and committed by
+        :meth:`add_files` (no pyarrow, no delta-rs). With ``replace_run`` (``--force``:
+        the rows of that run_id are replaced in the same commit) or on an object store,
+        they go through :meth:`append` (delta-rs).
+        """
+        if not rows:
+            return
+        if self.remote or replace_run is not None:
+            import pyarrow as pa
+
+            from tracewh.schema import TABLES
+
+            table = pa.Table.from_pylist([dict(r) for r in rows], schema=TABLES[name].schema)
+            self.append(
+                name, lambda: table,
+                replace_predicate=f"run_id = '{replace_run}'" if replace_run is not None else None,
+            )
+            return
+        self.add_files(name, [self._write_rows(name, rows)])
+
+    def _write_rows(self, name: str, rows: Sequence[Mapping[str, Any]]) -> deltalog.Add:
+        import uuid
+
+        import duckdb
+
+        from tracewh.plainschema import tables
+
+        spec = tables()[name]
+        if spec.partition_by:
+            raise ValueError(f"append_rows writes unpartitioned tables, not {name}")
+        cols = [c for c, _ in spec.columns]
+        rel = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        out = Path(self.table_uri(name)) / rel
+        con = duckdb.connect(config={"threads": 1})
+        try:
+            con.execute(f"CREATE TEMP TABLE t ({spec.column_defs()})")
+            con.executemany(
+                f"INSERT INTO t VALUES ({', '.join('?' for _ in cols)})",
+                [[row.get(c) for c in cols] for row in rows],
+            )
+            try:
+                con.execute(
+                    f"COPY (SELECT {spec.select_list()} FROM t) TO $out "
+                    "(FORMAT parquet, COMPRESSION zstd)", {"out": str(out)},
+                )
+                size = out.stat().st_size
+            except BaseException:
+                out.unlink(missing_ok=True)
+                raise
+        finally:
+            con.close()
+        stats: dict[str, Any] = {"numRecords": len(rows)}
+        keys = [k for k in ("run_id", "ingest_id") if k in cols]
+        if keys and all(row.get(k) is not None for row in rows for k in keys):
+            stats["minValues"] = {k: min(str(row[k]) for row in rows) for k in keys}
+            stats["maxValues"] = {k: max(str(row[k]) for row in rows) for k in keys}
+            stats["nullCount"] = dict.fromkeys(keys, 0)
+        return deltalog.Add(
+            path=rel, size=size, partition_values={},
+            modification_time=int(time.time() * 1000), stats=json.dumps(stats),
+        )
 
     def _insert_runs(self, data: ReaderFactory) -> None:
         """Insert ``runs`` rows unless a concurrent commit wrote one of their run_ids.

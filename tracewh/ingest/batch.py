@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 from tracewh.errors import UsageError
 from tracewh.ingest.batchcommit import MAX_FILES, CommitBatch
 from tracewh.ingest.cleanup import CleanupReport, cleanup
-from tracewh.ingest.compaction import compact_table
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.files import not_regular
 from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
@@ -35,6 +34,8 @@ SIDECARS = frozenset({"run.json"})
 #: JSON (a ``.gz`` counted as 10x its size): below, starting worker processes (~1 s,
 #: spawned, each importing the pipeline) costs more than it saves.
 AUTO_MIN_FILES = 16
+#: ``runs`` and ``ingest_log`` are compacted after an ingest once they have more files.
+COMPACT_ABOVE_FILES = 8
 AUTO_MIN_BYTES = 100 << 20
 
 
@@ -310,5 +311,9 @@ def ingest_paths(
     if report.ingested or report.failed:
         # best effort: a concurrent compaction of the same files makes this one a no-op
         for name in ("runs", "ingest_log"):
-            compact_table(store, name, max_files=8, blocking=False)
+            # a local table's files are counted from its log first (no delta-rs for that)
+            if store.remote or len(store.file_uris(name)) > COMPACT_ABOVE_FILES:
+                from tracewh.ingest.compaction import compact_table
+
+                compact_table(store, name, max_files=COMPACT_ABOVE_FILES, blocking=False)
     return report

@@ -25,21 +25,17 @@ alone (its ``runs`` insert is conditional, see :meth:`Store._insert_runs`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
+from tracewh.deltalog import Add
 from tracewh.ingest.commit import commit_adds, remove_uncommitted
-from tracewh.schema import CHILD_TABLES, RUNS
+from tracewh.plainschema import tables
 from tracewh.store import Store
 
 if TYPE_CHECKING:
-    from deltalake.transaction import AddAction
-
     from tracewh.ingest.pipeline import FileResult
 
 #: A batch is flushed when it holds this many files or its first file is this old.
@@ -67,7 +63,7 @@ class CommitBatch:
     max_seconds: float = MAX_SECONDS
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _held: set[str] = field(default_factory=set)
-    _adds: dict[str, list[tuple[str, AddAction]]] = field(default_factory=dict)
+    _adds: dict[str, list[tuple[str, Add]]] = field(default_factory=dict)
     _rows: dict[str, tuple[dict[str, Any], bool]] = field(default_factory=dict)
     _checks: dict[str, Callable[[], None]] = field(default_factory=dict)
     _files: list[_Pending] = field(default_factory=list)
@@ -109,7 +105,7 @@ class CommitBatch:
         self._stack.push(lock.__exit__)
         self._held.add(key)
 
-    def add_file(self, ingest_id: str, table: str, action: AddAction) -> None:
+    def add_file(self, ingest_id: str, table: str, action: Add) -> None:
         """A written child-table file of ``ingest_id``, committed at the flush."""
         self._adds.setdefault(table, []).append((ingest_id, action))
 
@@ -177,17 +173,13 @@ class CommitBatch:
         rows, self._rows = self._rows, {}
         error: str | None = None
         try:
-            for table in CHILD_TABLES:
-                if adds.get(table):
+            for table, spec in tables().items():
+                if spec.run_child and adds.get(table):
                     commit_adds(self.store, table, [a for _, a in adds[table]])
-            new = [row for row, rep in rows.values() if not rep]
-            if new:
-                table = pa.Table.from_pylist(new, schema=RUNS)
-                self.store.append("runs", lambda: table)
+            self.store.append_rows("runs", [row for row, rep in rows.values() if not rep])
             for row, rep in rows.values():
                 if rep:
-                    self.store.append("runs", functools.partial(_one_row, row),
-                                      replace_predicate=f"run_id = '{row['run_id']}'")
+                    self.store.append_rows("runs", [row], replace_run=str(row["run_id"]))
         except Exception as exc:  # every ingest of the batch fails with it
             error = f"the batch commit failed: {type(exc).__name__}: {exc}".splitlines()[0][:400]
             # files of tables whose commit did not happen are unreferenced: remove them
@@ -225,16 +217,9 @@ class CommitBatch:
         if not files:
             return
         with contextlib.suppress(Exception):  # best effort, as for one file
-            from tracewh.schema import INGEST_LOG
-
-            table = pa.Table.from_pylist(
-                [p.log_row(r) for p, r in zip(files, results, strict=True)], schema=INGEST_LOG
+            self.store.append_rows(
+                "ingest_log", [p.log_row(r) for p, r in zip(files, results, strict=True)]
             )
-            self.store.append("ingest_log", lambda: table)
-
-
-def _one_row(row: dict[str, Any]) -> pa.Table:
-    return pa.Table.from_pylist([row], schema=RUNS)
 
 
 __all__ = ["MAX_FILES", "MAX_SECONDS", "CommitBatch"]

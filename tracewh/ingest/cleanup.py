@@ -8,12 +8,12 @@ re-ingest replaced). Staging folders of dead ingests are removed too.
 
 from __future__ import annotations
 
+import json
+import urllib.parse
 from dataclasses import dataclass
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
-from tracewh.schema import CHILD_TABLES
+from tracewh import deltalog
+from tracewh.plainschema import tables
 from tracewh.store import Store
 
 
@@ -25,40 +25,90 @@ class CleanupReport:
     staging_removed: int
 
 
+def _stats_range(stats: str | None, key: str) -> tuple[str | None, str | None]:
+    try:
+        parsed = json.loads(stats) if stats else None
+    except ValueError:
+        return None, None
+    if not isinstance(parsed, dict):
+        return None, None
+    lo, hi = (parsed.get("minValues") or {}).get(key), (parsed.get("maxValues") or {}).get(key)
+    return (lo if isinstance(lo, str) else None), (hi if isinstance(hi, str) else None)
+
+
 def table_ingest_ids(store: Store, table: str) -> set[str]:
-    """Distinct ``ingest_id`` values of a table's live files (from stats where possible)."""
-    actions = store.add_actions(table)
-    if actions.num_rows == 0:
-        return set()
+    """Distinct ``ingest_id`` values of a table's live files (from stats where possible).
+
+    A local table's log is replayed by :mod:`tracewh.deltalog` (no delta-rs, no
+    pyarrow); a file whose stats do not name one ingest (a compacted file) is read.
+    """
+    adds = None if store.remote else deltalog.live_adds(store.table_uri(table))
+    if adds is None:
+        actions = store.add_actions(table)
+        if actions.num_rows == 0:
+            return set()
+        cols = actions.column_names
+        paths = [
+            f"{store.table_uri(table)}/{p if store.remote else urllib.parse.unquote(p)}"
+            for p in actions.column("path").to_pylist()
+        ]
+        if "min.ingest_id" in cols and "max.ingest_id" in cols:
+            ranges = list(zip(actions.column("min.ingest_id").to_pylist(),
+                              actions.column("max.ingest_id").to_pylist(), strict=True))
+        else:
+            ranges = [(None, None)] * len(paths)
+    else:
+        paths = [path for path, _, _ in adds]
+        ranges = [_stats_range(stats, "ingest_id") for _, _, stats in adds]
     ids: set[str] = set()
-    cols = actions.column_names
-    if "min.ingest_id" in cols and "max.ingest_id" in cols:
-        mins = actions.column("min.ingest_id").to_pylist()
-        maxs = actions.column("max.ingest_id").to_pylist()
-        paths = actions.column("path").to_pylist()
-        for lo, hi, rel in zip(mins, maxs, paths, strict=True):
-            if lo is not None and lo == hi:
-                ids.add(lo)
-            else:  # a compacted file holding several ingests: read the column
-                uri = f"{store.table_uri(table)}/{rel}"
-                if store.remote:
-                    with store.filesystem().open(uri, "rb") as f:
-                        col = pq.read_table(f, columns=["ingest_id"]).column("ingest_id")
-                else:
-                    col = pq.read_table(uri, columns=["ingest_id"], partitioning=None).column("ingest_id")
-                ids.update(x for x in pc.unique(col).to_pylist() if x is not None)
+    unknown: list[str] = []
+    for uri, (lo, hi) in zip(paths, ranges, strict=True):
+        if lo is not None and lo == hi:
+            ids.add(lo)
+        else:  # a compacted file holding several ingests: read the column
+            unknown.append(uri)
+    if unknown:
+        ids.update(_read_ids(store, unknown, "ingest_id"))
     return ids
+
+
+def _read_ids(store: Store, files: list[str], column: str) -> set[str]:
+    """Distinct non-null values of a string column over Parquet files."""
+    if store.remote:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        out: set[str] = set()
+        for uri in files:
+            with store.filesystem().open(uri, "rb") as f:
+                col = pq.read_table(f, columns=[column], partitioning=None).column(column)
+            out.update(x for x in pc.unique(col).to_pylist() if x is not None)
+        return out
+    import duckdb
+
+    con = duckdb.connect(config={"threads": 1})
+    try:
+        rows = con.execute(
+            f'SELECT DISTINCT "{column}" FROM read_parquet(?) WHERE "{column}" IS NOT NULL',
+            [files],
+        ).fetchall()
+    finally:
+        con.close()
+    return {str(r[0]) for r in rows}
 
 
 def visible_ingest_ids(store: Store) -> set[str]:
     """``ingest_id`` of every run in the current ``runs`` snapshot."""
-    table = store.read_table("runs", columns=["ingest_id"])
-    return {x for x in table.column("ingest_id").to_pylist() if x is not None}
+    if store.remote:
+        table = store.read_table("runs", columns=["ingest_id"])
+        return {x for x in table.column("ingest_id").to_pylist() if x is not None}
+    files = store.file_uris("runs")
+    return _read_ids(store, files, "ingest_id") if files else set()
 
 
 def find_orphans(store: Store) -> dict[str, set[str]]:
     """Orphan ``ingest_id`` values per child table (dead, not in ``runs``)."""
-    candidates = {t: table_ingest_ids(store, t) for t in CHILD_TABLES}
+    candidates = {t: table_ingest_ids(store, t) for t in _child_tables()}
     dead = {
         i for ids in candidates.values() for i in ids if not store.is_locked(f"ingest-{i}")
     }
@@ -68,11 +118,15 @@ def find_orphans(store: Store) -> dict[str, set[str]]:
     return {t: (ids & dead) - visible for t, ids in candidates.items() if (ids & dead) - visible}
 
 
-def delete_ingest(store: Store, ingest_id: str, tables: tuple[str, ...] = CHILD_TABLES) -> None:
-    """Delete every child row of one ingest attempt."""
+def _child_tables() -> tuple[str, ...]:
+    return tuple(name for name, spec in tables().items() if spec.run_child)
+
+
+def delete_ingest(store: Store, ingest_id: str, names: tuple[str, ...] | None = None) -> None:
+    """Delete every child row of one ingest attempt (of ``names``; default: every child table)."""
     if not all(c in "0123456789abcdef" for c in ingest_id):
         raise ValueError(f"not an ingest id: {ingest_id!r}")
-    for table in tables:
+    for table in names if names is not None else _child_tables():
         store.delete(table, f"ingest_id = '{ingest_id}'")
 
 

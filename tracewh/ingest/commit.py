@@ -4,7 +4,8 @@
 250 MB for a 250 MB trace's ``events``), so child tables are written by
 DuckDB's Parquet writer instead (streaming, bounded by DuckDB's memory limit,
 zstd, row groups of at most 128k rows sized by width) straight into the table's partition folder, then
-added to the Delta log with one ``create_write_transaction``. On an object store
+added to the Delta log in one commit (:meth:`tracewh.store.Store.add_files`:
+:mod:`tracewh.deltalog` on a local disk, delta-rs on an object store). On an object store
 DuckDB writes into the ingest's local staging folder and the file is uploaded
 (fsspec) to the same relative path before the commit. A crash between the
 write and the commit leaves an unreferenced file, invisible to readers and
@@ -13,7 +14,9 @@ removed by vacuum.
 A table whose rows come from a wide join (``gpu_ops``) is written in slices of
 ``event_index`` instead: each slice's query streams Arrow batches into one
 ``pyarrow`` Parquet writer, so the join's memory is bounded by the slice while
-the run still gets one file per table.
+the run still gets one file per table. A run with one slice (up to 8k GPU ops)
+is written by DuckDB like every other table: a small trace's ingest imports no
+pyarrow.
 """
 
 from __future__ import annotations
@@ -28,37 +31,20 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import AddAction
-
-from tracewh.schema import TABLES
+from tracewh.deltalog import Add
+from tracewh.plainschema import tables
 from tracewh.store import Store
 
 if TYPE_CHECKING:
     from tracewh.ingest.batchcommit import CommitBatch
 
-_RETRIES = 20
 # values per row group (rows x columns): DuckDB's writer holds a row group per thread
 # (at 1.5M, a 1 GB trace's instants peaked ~50 MB higher and events were written slower)
 _ROW_GROUP_CELLS = 500_000
-_SQL_TYPES = {pa.int64(): "BIGINT", pa.string(): "VARCHAR", pa.float64(): "DOUBLE",
-              pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN", pa.list_(pa.int64()): "BIGINT[]"}
 
 
 def _select_list(table: str) -> str:
-    spec = TABLES[table]
-    cols = []
-    for f in spec.schema:
-        if f.name in spec.partition_by:
-            continue
-        sql_type = _SQL_TYPES.get(f.type)
-        if sql_type is None:
-            raise TypeError(f"{table}.{f.name}: no DuckDB type for {f.type}")
-        ident = '"' + f.name.replace('"', '""') + '"'
-        cols.append(f"CAST({ident} AS {sql_type}) AS {ident}")
-    return ", ".join(cols)
+    return tables()[table].select_list()
 
 
 def _write_slices(
@@ -76,6 +62,12 @@ def _write_slices(
     A batch is encoded and compressed (pyarrow, without the GIL) in a background
     thread while DuckDB computes the next: one batch in flight.
     """
+    # pyarrow only for a table written in several slices (a large trace's gpu_ops)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracewh.schema import TABLES
+
     spec = TABLES[table]
     schema = pa.schema([f for f in spec.schema if f.name not in spec.partition_by])
     sql = f"SELECT {_select_list(table)} FROM ({query})"
@@ -123,7 +115,7 @@ def copy_and_commit(
     is written but its commit is left to :meth:`CommitBatch.flush` (one commit per
     table for the batch's ingests).
     """
-    spec = TABLES[table]
+    spec = tables()[table]
     part = f"day={day.isoformat()}"
     name = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
     rel = f"{part}/{name}"
@@ -135,9 +127,14 @@ def copy_and_commit(
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # DuckDB's Parquet writer buffers a row group per thread: size them by width
-    row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.schema)))
+    row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.columns)))
     try:
-        if slices is None:
+        if slices is None or len(slices) == 1:
+            # one slice (a small trace): DuckDB writes it, as every other table
+            if slices is not None:
+                if on_slice is not None:
+                    on_slice(*slices[0])
+                params = {**params, "slice_lo": slices[0][0], "slice_hi": slices[0][1]}
             sql = (
                 f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
                 f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})"
@@ -160,12 +157,11 @@ def copy_and_commit(
     ids = {"run_id": run_id, "ingest_id": ingest_id}
     stats = {"numRecords": n, "minValues": ids, "maxValues": ids,
              "nullCount": dict.fromkeys(ids, 0)}
-    action = AddAction(
+    action = Add(
         path=rel,
         size=size,
         partition_values={"day": day.isoformat()},
         modification_time=int(time.time() * 1000),
-        data_change=True,
         stats=json.dumps(stats),
     )
     if batch is not None:
@@ -179,20 +175,9 @@ def copy_and_commit(
     return n
 
 
-def commit_adds(store: Store, table: str, actions: Sequence[AddAction]) -> None:
-    """Add ``actions``' files to ``table`` in one Delta commit (retried on conflicts)."""
-    spec = TABLES[table]
-    for attempt in range(_RETRIES):
-        try:
-            store.table(table).create_write_transaction(
-                list(actions), mode="append", schema=spec.schema,
-                partition_by=list(spec.partition_by) or None,
-            )
-            return
-        except CommitFailedError:
-            if attempt == _RETRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+def commit_adds(store: Store, table: str, actions: Sequence[Add]) -> None:
+    """Add ``actions``' files to ``table`` in one Delta commit (:meth:`Store.add_files`)."""
+    store.add_files(table, actions)
 
 
 def remove_uncommitted(store: Store, table: str, rels: Sequence[str]) -> None:

@@ -24,9 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tracewh import __version__
 from tracewh.errors import TraceFormatError, TracewhError
@@ -37,7 +34,6 @@ from tracewh.ingest.parts import Staged, stage_file
 from tracewh.ingest.reader import sha256_file
 from tracewh.ingest.rows import I64_MAX, I64_MIN, dumps
 from tracewh.ingest.shred import STAGING_TABLES
-from tracewh.schema import INGEST_LOG, RUNS
 from tracewh.sqlfiles import SQL_DIR, glob_escaped, sql_string
 from tracewh.store import DuplicateRunError, Store
 
@@ -197,9 +193,25 @@ def default_job(path: Path) -> str:
 
 
 def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
-    table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path"])
-    rows = table.filter(pc.field("run_id") == run_id).to_pylist()
-    return rows[0] if rows else None
+    """The committed ``runs`` row of ``run_id`` (its run_id, ingest_id, source_path), or None."""
+    if store.remote:
+        import pyarrow.compute as pc
+
+        table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path"])
+        rows = table.filter(pc.field("run_id") == run_id).to_pylist()
+        return rows[0] if rows else None
+    files = store.file_uris("runs")
+    if not files:
+        return None
+    con = duckdb.connect(config={"threads": 1})
+    try:
+        found = con.execute(
+            "SELECT run_id, ingest_id, source_path FROM read_parquet(?) WHERE run_id = ? LIMIT 1",
+            [files, run_id],
+        ).fetchall()
+    finally:
+        con.close()
+    return dict(zip(("run_id", "ingest_id", "source_path"), found[0], strict=True)) if found else None
 
 
 def _now() -> datetime:
@@ -272,20 +284,21 @@ def ingest_file(
             str(path), "failed", run_id, error=str(exc), bytes=size,
             seconds=time.perf_counter() - t0,
         )
-    except (OSError, duckdb.Error, pa.ArrowException, MemoryError) as exc:
-        result = FileResult(
-            str(path), "failed", run_id,
-            error=f"{path}: {type(exc).__name__}: {exc}".splitlines()[0][:500],
-            bytes=size, seconds=time.perf_counter() - t0,
-        )
-    except Exception as exc:  # a bug: report it with its origin, keep the batch going
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        result = FileResult(
-            str(path), "failed", run_id,
-            error=f"{path}: internal error {type(exc).__name__}: {exc} "
-            f"({Path(where.filename).name}:{where.lineno})"[:500],
-            bytes=size, seconds=time.perf_counter() - t0,
-        )
+    except Exception as exc:
+        if isinstance(exc, (OSError, duckdb.Error, MemoryError, *_arrow_errors())):
+            result = FileResult(
+                str(path), "failed", run_id,
+                error=f"{path}: {type(exc).__name__}: {exc}".splitlines()[0][:500],
+                bytes=size, seconds=time.perf_counter() - t0,
+            )
+        else:  # a bug: report it with its origin, keep the batch going
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            result = FileResult(
+                str(path), "failed", run_id,
+                error=f"{path}: internal error {type(exc).__name__}: {exc} "
+                f"({Path(where.filename).name}:{where.lineno})"[:500],
+                bytes=size, seconds=time.perf_counter() - t0,
+            )
     except BaseException as exc:
         # a Rust panic in delta-rs surfaces as pyo3's PanicException, a BaseException:
         # one file's failure like any other, not the end of the batch
@@ -296,6 +309,22 @@ def ingest_file(
             error=f"{path}: delta-rs panicked: {exc}".splitlines()[0][:500],
             bytes=size, seconds=time.perf_counter() - t0,
         )
+    return _finish(store, batch, result, ingest_id, sha, started)
+
+
+def _arrow_errors() -> tuple[type[Exception], ...]:
+    """pyarrow's error class where pyarrow is loaded (a small local ingest never loads it)."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    return (pa.ArrowException,) if pa is not None else ()
+
+
+def _finish(
+    store: Store, batch: CommitBatch | None, result: FileResult, ingest_id: str | None,
+    sha: str | None, started: datetime,
+) -> FileResult:
+    """Log one file's result (or hand it to the batch, which logs it at its flush)."""
     if batch is not None:
         ingest = ingest_id if result.outcome in ("ingested", "replaced") else None
         batch.done(result, functools.partial(_log_row, sha=sha, started=started), ingest_id=ingest)
@@ -468,23 +497,29 @@ class _FileRanges:
     ~60 files each).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, con: Any) -> None:
+        self._con = con  # the ingest's connection (reads the files' Parquet footers)
         self._cache: dict[Path, tuple[int, int] | None] = {}
 
     def _range(self, path: Path) -> tuple[int, int] | None:
         if path not in self._cache:
-            meta = pq.read_metadata(path)
+            # one row per row group: its rows and event_index's min/max (NULL: unknown)
+            groups = self._con.execute(
+                "SELECT g.num_rows, c.stats_min_value, c.stats_max_value "
+                "FROM (SELECT DISTINCT row_group_id, row_group_num_rows AS num_rows "
+                "      FROM parquet_metadata($f)) g "
+                "LEFT JOIN (FROM parquet_metadata($f) WHERE path_in_schema = 'event_index') c "
+                "USING (row_group_id)",
+                {"f": str(path)},
+            ).fetchall()
             span: tuple[int, int] | None = (0, -1)  # no rows: overlaps nothing
-            col = meta.schema.to_arrow_schema().get_field_index("event_index")
-            for g in range(meta.num_row_groups):
-                group = meta.row_group(g)
-                if group.num_rows == 0:
+            for num_rows, lo_text, hi_text in groups:
+                if not num_rows:
                     continue
-                stats = group.column(col).statistics if col >= 0 else None
-                if stats is None or not stats.has_min_max or span is None:
+                if lo_text is None or hi_text is None or span is None:
                     span = None  # unknown: always read
                     break
-                lo, hi = int(stats.min), int(stats.max)
+                lo, hi = int(lo_text), int(hi_text)
                 span = (lo, hi) if span[1] < span[0] else (min(span[0], lo), max(span[1], hi))
             self._cache[path] = span
         return self._cache[path]
@@ -707,7 +742,7 @@ def _derive_and_commit(
         "hi_ns": hi,
     }
     written: dict[str, int] = {}
-    ranges = _FileRanges()
+    ranges = _FileRanges(con)
     for table, sql_file in _OUT_TABLES:
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         used = {k: v for k, v in params.items() if f"${k}" in query}
@@ -795,18 +830,12 @@ def _derive_and_commit(
         # checked again at the flush, right before the batch's commits
         batch.add_run(ingest_id, row, replace=replace, check=before_commit)
         return row, warnings
-    table = pa.Table.from_pylist([row], schema=RUNS)
-    store.append(
-        "runs",
-        lambda: table,
-        replace_predicate=f"run_id = '{run_id}'" if replace else None,
-    )
+    store.append_rows("runs", [row], replace_run=run_id if replace else None)
     return row, warnings
 
 
 def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:
-    table = pa.Table.from_pylist([_log_row(result, sha=sha, started=started)], schema=INGEST_LOG)
-    store.append("ingest_log", lambda: table)
+    store.append_rows("ingest_log", [_log_row(result, sha=sha, started=started)])
 
 
 def _log_row(result: FileResult, *, sha: str | None, started: datetime) -> dict[str, Any]:
