@@ -191,3 +191,21 @@ def test_add_paths_are_the_relative_paths(tmp_path: Path, name: str) -> None:
     (action,) = [a["add"] for a in _log_actions(Path(store.table_uri(name)), 1) if "add" in a]
     assert action["path"] == add.path  # type: ignore[index]
     assert action["partitionValues"] == add.partition_values  # type: ignore[index]
+
+
+def test_a_killed_writers_temporary_commit_file_is_removed(tmp_path: Path) -> None:
+    import os
+
+    from tracewh.ingest.cleanup import STALE_COMMIT_S, cleanup
+
+    store = Store(tmp_path / "wh")
+    store.create()
+    log = Path(store.table_uri("events")) / "_delta_log"
+    old, fresh = log / "_commit_dead.json.tmp", log / "_commit_live.json.tmp"
+    for f in (old, fresh):
+        f.write_text('{"commitInfo": {}}\n')
+    past = time.time() - STALE_COMMIT_S - 60
+    os.utime(old, (past, past))
+    assert deltalog.live_files(store.table_uri("events")) == []  # never read as a commit
+    cleanup(store)
+    assert not old.exists() and fresh.exists()  # a live writer's file is left alone

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -93,6 +94,10 @@ class Warehouse:
         self.store = Store(root, storage_options=dict(storage_options or {}))
         self.root: Path | str = self.store.root
         self._pinned: _Pinned | None = None  # set inside `with wh.session():`
+        # the catalog connection of the last per-run analysis, kept for the next one
+        # (opening and closing one is ~40 ms of an analysis call); see `_conn(reuse=True)`
+        self._idle: duckdb.DuckDBPyConnection | None = None
+        self._idle_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.root)!r})"
@@ -251,14 +256,21 @@ class Warehouse:
         since: date | None = None,
         only: str | None = None,
         own: bool = False,
+        reuse: bool = False,
     ) -> duckdb.DuckDBPyConnection:
         """The catalog over the snapshot (of table ``only`` alone, the rest left empty).
 
         Inside a session: the session's connection re-pointed at its snapshot (unless
-        ``own``: a new connection over that snapshot).
+        ``own``: a new connection over that snapshot). With ``reuse`` (outside a
+        session), the connection a previous call gave back (:meth:`_give_back`) if any,
+        every table of it re-pointed (the snapshot is read again, as for a new one).
         """
         pinned = self._pinned
-        con = connect_catalog() if pinned is None or own else pinned.con
+        reused = None
+        if pinned is None and not own and reuse:
+            with self._idle_lock:
+                reused, self._idle = self._idle, None
+        con = reused or (connect_catalog() if pinned is None or own else pinned.con)
         try:
             tables = pinned.tables if pinned is not None else catalog_tables(con)
             wanted = tables if only is None else [t for t in tables if t[0] == only]
@@ -270,10 +282,13 @@ class Warehouse:
                 files = self._snapshot(wanted, days=days, since=since)
             if not files.get("runs"):
                 raise EmptyWarehouseError(self.root)
-            if self.store.remote and (pinned is None or own):
+            if self.store.remote and (pinned is None or own) and reused is None:
                 con.register_filesystem(self.store.filesystem())
+            if reused is not None:  # the previous call's views go back to the placeholders
+                files = {n: files.get(n, []) for n, _ in tables}
             try:
-                shadow_files(con, files, reset=pinned is not None and not own, partial=partial)
+                shadow_files(con, files, reset=(pinned is not None and not own) or reused is not None,
+                             partial=partial)
             except duckdb.Error as exc:
                 raise WarehouseError(
                     self.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
@@ -297,13 +312,27 @@ class Warehouse:
         if self._pinned is None or con is not self._pinned.con:
             con.close()
 
+    def _give_back(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Keep a connection of the library's own queries for the next call (or close it)."""
+        with self._idle_lock:
+            keep = self._idle is None
+            if keep:
+                self._idle = con
+        if not keep:
+            con.close()
+
     @contextlib.contextmanager
-    def _conn(self, **kwargs: Any) -> Iterator[duckdb.DuckDBPyConnection]:
-        con = self._connect(**kwargs)
+    def _conn(self, *, reuse: bool = False, **kwargs: Any) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A catalog connection for one call; ``reuse``: for the library's fixed queries only
+        (a user's SQL gets a fresh connection: whatever it sets or creates goes with it)."""
+        con = self._connect(reuse=reuse, **kwargs)
         try:
             yield con
         finally:
-            self._release(con)
+            if reuse and self._pinned is None:
+                self._give_back(con)
+            else:
+                self._release(con)
 
     def _guard_log(self, read: Callable[[], _T]) -> _T:
         try:
@@ -591,7 +620,7 @@ class Warehouse:
         CUDA/HIP graph replays to their captures (``sql/45_graphs.sql``), a replay run's
         connection also holds the days of its job's capture and replay runs.
         """
-        with self._conn(only="runs") as con:
+        with self._conn(only="runs", reuse=True) as con:
             ref = self._resolve(con, run)
             tables = [t for t in catalog_tables(con) if t[0] != "runs"]
             days = {ref.day}
@@ -601,8 +630,9 @@ class Warehouse:
                     "AND (SELECT kind FROM runs WHERE run_id = $run) = 'replay'",
                     {"job": ref.job, "run": ref.run_id}).fetchall()}
             files = self._snapshot(tables, days=days, since=None)
-            shadow_files(con, files, reset=self._pinned is not None,
-                         partial=self._partial(con, catalog_tables(con)))
+            # reset: a connection kept from a previous call (or the session's) has views
+            # of other files; every table is pointed at this snapshot
+            shadow_files(con, files, reset=True, partial=self._partial(con, catalog_tables(con)))
             yield con, ref
 
     def macro(self, name: str, run: RunSelector = "latest", /, **params: Any) -> pl.DataFrame:

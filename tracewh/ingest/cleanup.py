@@ -8,9 +8,12 @@ re-ingest replaced). Staging folders of dead ingests are removed too.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 import urllib.parse
 from dataclasses import dataclass
+from pathlib import Path
 
 from tracewh import deltalog
 from tracewh.plainschema import tables
@@ -89,7 +92,8 @@ def _read_ids(store: Store, files: list[str], column: str) -> set[str]:
     con = duckdb.connect(config={"threads": 1})
     try:
         rows = con.execute(
-            f'SELECT DISTINCT "{column}" FROM read_parquet(?) WHERE "{column}" IS NOT NULL',
+            f'SELECT DISTINCT "{column}" FROM read_parquet(?, hive_partitioning = false) '
+            f'WHERE "{column}" IS NOT NULL',
             [files],
         ).fetchall()
     finally:
@@ -130,12 +134,39 @@ def delete_ingest(store: Store, ingest_id: str, names: tuple[str, ...] | None = 
         store.delete(table, f"ingest_id = '{ingest_id}'")
 
 
+#: A temporary commit file older than this belongs to a writer that died before its link.
+STALE_COMMIT_S = 600.0
+
+
+def remove_stale_commit_files(store: Store) -> int:
+    """Remove the temporary commit files (``_delta_log/_commit_*.json.tmp``) of dead writers.
+
+    A commit's bytes sit under such a name for the milliseconds before they are linked
+    to their version (:func:`tracewh.deltalog.commit`, delta-rs does the same); one
+    left behind by a kill is never read (readers take ``NNN.json`` names only).
+    """
+    if store.remote:
+        return 0
+    removed = 0
+    now = time.time()
+    for name in tables():
+        log = Path(store.table_uri(name)) / "_delta_log"
+        with contextlib.suppress(OSError):
+            for tmp in log.glob("_commit_*.json.tmp"):
+                with contextlib.suppress(OSError):
+                    if now - tmp.stat().st_mtime > STALE_COMMIT_S:
+                        tmp.unlink()
+                        removed += 1
+    return removed
+
+
 def cleanup(store: Store) -> CleanupReport:
     """Remove orphan rows and stale staging folders; safe while other ingests run."""
     removed = 0
     for folder in store.stale_staging():
         store.remove_staging(folder)
         removed += 1
+    remove_stale_commit_files(store)
     orphans = find_orphans(store)
     all_ids: set[str] = set()
     for table, ids in orphans.items():

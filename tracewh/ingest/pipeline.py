@@ -206,7 +206,9 @@ def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
     con = duckdb.connect(config={"threads": 1})
     try:
         found = con.execute(
-            "SELECT run_id, ingest_id, source_path FROM read_parquet(?) WHERE run_id = ? LIMIT 1",
+            # hive_partitioning off: a `key=value` folder above the warehouse is no column
+            "SELECT run_id, ingest_id, source_path FROM read_parquet(?, hive_partitioning = false) "
+            "WHERE run_id = ? LIMIT 1",
             [files, run_id],
         ).fetchall()
     finally:
