@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,9 +150,28 @@ class SchemaInfo:
     added_columns: dict[str, tuple[str, ...]]
 
 
-@functools.lru_cache(maxsize=1)
 def info() -> SchemaInfo:
-    """The plain schema (from the cache; built on first use)."""
+    """The plain schema.
+
+    Derived from :mod:`tracewh.schema` where that is imported already (so what a
+    process declares, or a test patches in, is what is written), else read from the
+    JSON cache (built, importing the schema, on first use).
+    """
+    schema = sys.modules.get("tracewh.schema")
+    if schema is None:
+        return _cached()
+    key = (schema.SCHEMA_KEY, tuple((n, id(t)) for n, t in schema.TABLES.items()),
+           tuple((n, tuple(c)) for n, c in schema.ADDED_COLUMNS.items()))
+    return _derived(key)
+
+
+@functools.lru_cache(maxsize=4)
+def _derived(key: Any) -> SchemaInfo:  # key: what of tracewh.schema the result depends on
+    return _info(_build())
+
+
+@functools.lru_cache(maxsize=1)
+def _cached() -> SchemaInfo:
     path = _cache_path()
     data: Any = None
     try:
@@ -169,6 +189,10 @@ def info() -> SchemaInfo:
             os.replace(tmp, path)
         except OSError:
             pass
+    return _info(data)
+
+
+def _info(data: dict[str, Any]) -> SchemaInfo:
     return SchemaInfo(
         tables={
             name: PlainTable(
