@@ -499,12 +499,16 @@ class _FileRanges:
     ~60 files each).
     """
 
-    def __init__(self, con: Any) -> None:
-        self._con = con  # the ingest's connection (reads the files' Parquet footers)
+    def __init__(self, con: Any = None) -> None:
+        # the connection that reads the files' Parquet footers: the ingest's (default: one of
+        # its own, opened on first use)
+        self._con = con
         self._cache: dict[Path, tuple[int, int] | None] = {}
 
     def _range(self, path: Path) -> tuple[int, int] | None:
         if path not in self._cache:
+            if self._con is None:
+                self._con = duckdb.connect(config={"threads": 1})
             # one row per row group: its rows and event_index's min/max (NULL: unknown)
             groups = self._con.execute(
                 "SELECT g.num_rows, c.stats_min_value, c.stats_max_value "
