@@ -126,6 +126,18 @@ def _merge(store: Store, name: str, files: list[_File], staging: Path) -> AddAct
     keys = [k for k in ("run_id", "ingest_id") if k in schema.names]
     lo: dict[str, Any] = {}
     hi: dict[str, Any] = {}
+    # small files' rows are gathered into full row groups: a row group per input file
+    # would carry every column's chunk metadata and dictionary once per file (five one-row
+    # runs files merged that way were larger than the five files)
+    pending: list[pa.Table] = []
+    pending_rows = 0
+
+    def flush(writer: pq.ParquetWriter) -> None:
+        nonlocal pending, pending_rows
+        if pending:
+            writer.write_table(pa.concat_tables(pending), row_group_size=row_group)
+        pending, pending_rows = [], 0
+
     try:
         with pq.ParquetWriter(out, schema, compression="zstd", compression_level=3) as writer:
             for batch in _batches(store, name, files):
@@ -136,12 +148,16 @@ def _merge(store: Store, name: str, files: list[_File], staging: Path) -> AddAct
                     if field.name not in table.column_names:
                         table = table.append_column(field, pa.nulls(table.num_rows, field.type))
                 typed = table.select(schema.names).cast(schema)
-                writer.write_table(typed, row_group_size=row_group)
+                pending.append(typed)
+                pending_rows += typed.num_rows
+                if pending_rows >= row_group:
+                    flush(writer)
                 n += typed.num_rows
                 for k in keys:
                     mm = pc.min_max(typed.column(k)).as_py()
                     lo[k] = mm["min"] if k not in lo else min(lo[k], mm["min"])
                     hi[k] = mm["max"] if k not in hi else max(hi[k], mm["max"])
+            flush(writer)
         size = out.stat().st_size
         if store.remote:
             store.filesystem().put_file(str(out), f"{store.table_uri(name)}/{rel}")
