@@ -12,12 +12,11 @@ the prepared query catalog (:mod:`tracewh.db`) is cached the same way.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,11 +133,21 @@ def _build_tables(specs: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def _cache_path() -> Path:
+def _cache_path() -> Path | None:
+    """Where the cache lives: the user's private cache folder (:mod:`tracewh.cache`), or None.
+
+    The cached types decide what an ingest writes: like the prepared catalog, the cache
+    lives only in a folder this user alone can write.
+    """
+    from tracewh.cache import cache_folder
+
+    folder = cache_folder()
+    if folder is None:
+        return None
     h = hashlib.sha256()
     for source in _SOURCES:
         h.update(source.read_bytes())
-    return Path(tempfile.gettempdir()) / f"tracewh-{os.getuid()}" / f"schema-{h.hexdigest()[:16]}.json"
+    return folder / f"schema-{h.hexdigest()[:16]}.json"
 
 
 @dataclass(frozen=True)
@@ -172,23 +181,21 @@ def _derived(key: Any) -> SchemaInfo:  # key: what of tracewh.schema the result 
 
 @functools.lru_cache(maxsize=1)
 def _cached() -> SchemaInfo:
+    from tracewh.cache import own_file, write_private
+
     path = _cache_path()
     data: Any = None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        data = None
+    if path is not None and own_file(path):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            data = None
     if not isinstance(data, dict) or "tables" not in data:
         data = _build()
-        try:  # best effort: a cache that cannot be written only costs the next process
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        if path is not None:  # best effort: a cache not written only costs the next process
+            with contextlib.suppress(OSError):
+                write_private(path, json.dumps(data).encode())
     return _info(data)
 
 

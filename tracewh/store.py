@@ -869,9 +869,9 @@ class Store:
         with self._local_lock("writers", shared=True):
             pass
         if not self.remote:
-            from tracewh.schema import TABLES
+            from tracewh.plainschema import tables
 
-            for folder in (self.tables_dir, *(self.tables_dir / n for n in TABLES)):
+            for folder in (self.tables_dir, *(self.tables_dir / n for n in tables())):
                 if folder.is_dir() and not os.access(folder, os.W_OK):
                     raise ReadOnlyWarehouseError(self.root, folder, "not writable")
 

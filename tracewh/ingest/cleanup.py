@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tracewh import deltalog
 from tracewh.plainschema import tables
+from tracewh.sqlfiles import glob_escaped
 from tracewh.store import Store
 
 
@@ -94,7 +95,7 @@ def _read_ids(store: Store, files: list[str], column: str) -> set[str]:
         rows = con.execute(
             f'SELECT DISTINCT "{column}" FROM read_parquet(?, hive_partitioning = false) '
             f'WHERE "{column}" IS NOT NULL',
-            [files],
+            [[glob_escaped(f) for f in files]],
         ).fetchall()
     finally:
         con.close()

@@ -209,7 +209,7 @@ def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
             # hive_partitioning off: a `key=value` folder above the warehouse is no column
             "SELECT run_id, ingest_id, source_path FROM read_parquet(?, hive_partitioning = false) "
             "WHERE run_id = ? LIMIT 1",
-            [files, run_id],
+            [[glob_escaped(f) for f in files], run_id],
         ).fetchall()
     finally:
         con.close()
@@ -516,7 +516,7 @@ class _FileRanges:
                 "      FROM parquet_metadata($f)) g "
                 "LEFT JOIN (FROM parquet_metadata($f) WHERE path_in_schema = 'event_index') c "
                 "USING (row_group_id)",
-                {"f": str(path)},
+                {"f": glob_escaped(str(path))},
             ).fetchall()
             span: tuple[int, int] | None = (0, -1)  # no rows: overlaps nothing
             for num_rows, lo_text, hi_text in groups:
