@@ -205,6 +205,9 @@ def test_a_warehouse_written_before_columns_were_added(
     assert old_wh.store.missing_columns("gpu_ops") == []
     per_run = old_wh.sql("SELECT run_id, count(annotation_path) AS a FROM gpu_ops GROUP BY 1")
     assert dict(per_run.iter_rows()) == {run_id_of(a): 0, run_id_of(b): 4}
+    assert len(old_wh.store.file_uris("gpu_ops")) == 2  # the old file (no annotation_path), a new one
+    scanned = old_wh.scan("gpu_ops").collect()  # Polars reads the old file's column as NULL
+    assert scanned["annotation_path"].drop_nulls().len() == 4 and scanned.height > 4
     assert old_wh.verify().ok
     compact = old_wh.compact(retain_hours=0)
     assert compact is not None and old_wh.verify().ok

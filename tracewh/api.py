@@ -452,9 +452,10 @@ class Warehouse:
             return pl.LazyFrame(schema=schema)
         # no hive partitioning (it would read every key=value folder of the whole path):
         # the partition value comes from the file's own folder name
+        # files written before a column was added (schema.ADDED_COLUMNS) lack it: NULL there
         frame = pl.scan_parquet(
             files, hive_partitioning=False, include_file_paths="__file",
-            storage_options=self.store.options,
+            storage_options=self.store.options, missing_columns="insert",
         )
         day = pl.col("__file").str.extract(r"/day=(\d{4}-\d{2}-\d{2})/[^/]*$", 1)
         return frame.select([
