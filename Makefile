@@ -57,7 +57,7 @@ demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kern
 	$(TW) report -w $(WAREHOUSE) --since 2025-01-01 --out $(REPORT_DIR)/demo
 
 test: $(STAMP) $(CAPTURE_STAMP) ## run the default test suite (fast; no tests marked slow)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-all: $(STAMP) $(CAPTURE_STAMP) ## run every test, including those marked slow
 	$(BIN)/python -m pytest -q -m 'slow or not slow'
