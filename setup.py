@@ -28,7 +28,8 @@ setup(
         Extension(
             "tracewh.ingest._fastshred",
             ["tracewh/ingest/_fastshred.c"],
-            depends=["tracewh/ingest/_fastscan.c", "tracewh/ingest/_fastscan.h"],
+            depends=["tracewh/ingest/_fastscan.c", "tracewh/ingest/_fastscan.h",
+                     "tracewh/ingest/_fastarrow.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
         )

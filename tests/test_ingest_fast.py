@@ -127,7 +127,7 @@ def _shred(events: list[Any], skip_python: bool = False) -> tuple[dict[str, Any]
     shredder = module.Shredder(Decimal, frozenset(GPU_OP_CATEGORIES), PYTHON_CATEGORY, skip_python)
     slow: list[tuple[int, Any]] = []
     assert shredder.shred(iter(events), 100, slow) == len(events)
-    return shredder.take(), slow
+    return shredder.take_arrow(), slow
 
 
 _BASE = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2,
@@ -158,7 +158,7 @@ def test_unusual_events_are_handed_back_untouched(change: dict[str, Any]) -> Non
     staged, slow = _shred([dict(_BASE), event, dict(_BASE)])
     assert [i for i, _ in slow] == [1]
     assert repr(slow[0][1]) == before  # not modified: the pure path sees what ijson yielded
-    assert staged["ev"][0][2] == 2  # the two ordinary events
+    assert staged["ev"].num_rows == 2  # the two ordinary events
 
 
 def test_ordinary_events_are_typed_exactly() -> None:
@@ -176,8 +176,8 @@ def test_ordinary_events_are_typed_exactly() -> None:
     assert slow == []
 
     def column(table: str, name: str) -> list[Any]:
-        (buffers,) = [c for c in staged[table] if c[0] == name]
-        return list(fast._table([buffers]).column(0).to_pylist())
+        rows = duckdb.connect().from_arrow(staged[table]).select(f'"{name}"').fetchall()
+        return [r[0] for r in rows]
 
     def both(name: str) -> list[Any]:  # the CPU op (ev), then the kernel (gev)
         return column("ev", name) + column("gev", name)
@@ -358,3 +358,49 @@ def test_generated_events_stage_the_same_both_ways_many(
     tmp_path: Path, events: list[Any], skip_python: bool
 ) -> None:
     _check_generated(tmp_path, events, skip_python)
+
+
+def test_arrow_chunks_match_the_raw_buffers() -> None:
+    """take_arrow()'s C stream (read by pyarrow, an independent consumer) holds the same
+    values, types and nulls as take()'s raw buffers; it can be exported twice and
+    outlives the chunk object."""
+    import pyarrow as pa
+
+    assert module is not None
+    events = [
+        {**_BASE, "args": {"External id": 7, "note": "x" * 300}},
+        {**_BASE, "name": "", "args": {}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 1,
+         "args": {"correlation": 9, "grid": [4, 1, 1], "blocks per SM": Decimal("0.5")}},
+        {"ph": "s", "cat": "ac2g", "name": "", "id": 9, "pid": 1, "tid": 2, "ts": 5},
+    ]
+    kinds = {0: pa.int64(), 1: pa.float64(), 2: pa.large_string()}
+
+    def shred() -> Any:
+        shredder = module.Shredder(Decimal, frozenset(GPU_OP_CATEGORIES), PYTHON_CATEGORY, False)
+        assert shredder.shred(iter([dict(e) for e in events]), 100, []) == len(events)
+        return shredder
+
+    raw = shred().take()
+    chunks = shred().take_arrow()
+    assert sorted(raw) == sorted(chunks)
+    for table, columns in raw.items():
+        expected = pa.table({
+            name: pa.Array.from_buffers(
+                kinds[kind], n,
+                [pa.py_buffer(valid) if nulls else None,
+                 *([pa.py_buffer(offsets)] if offsets is not None else []),
+                 pa.py_buffer(data)],
+                null_count=nulls,
+            )
+            for name, kind, n, nulls, valid, data, offsets in columns
+        })
+        chunk = chunks.pop(table)
+        assert chunk.num_rows == expected.num_rows
+        assert chunk.column_names == tuple(expected.column_names)
+        first = pa.RecordBatchReader.from_stream(chunk).read_all()
+        capsule = chunk.__arrow_c_stream__()
+        del chunk  # the stream keeps the buffers
+        again = pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
+        assert first.equals(expected) and again.equals(expected), table
+    assert not chunks

@@ -69,6 +69,9 @@ def test_gpu_ops_written_in_many_slices_are_the_rows_of_one(
         table = delta_arrow(tmp_path / name / "tables" / "gpu_ops")
         df = pl.from_arrow(table)
         assert isinstance(df, pl.DataFrame)
+        # one file for the run's gpu_ops, its rows in event order (the slices in order)
+        assert len(list((tmp_path / name / "tables" / "gpu_ops").rglob("*.parquet"))) == 1
+        assert df["event_index"].is_sorted()
         return df.drop("ingest_id").sort("event_index")
 
     whole = gpu_ops("whole")

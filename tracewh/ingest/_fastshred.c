@@ -1007,9 +1007,12 @@ static PyObject *Shredder_get_fast(Shredder *self, void *Py_UNUSED(closure)) {
     return PyLong_FromLongLong((long long)self->fast);
 }
 
+#include "_fastarrow.c"
+
 static PyMethodDef Shredder_methods[] = {
     {"shred", (PyCFunction)Shredder_shred, METH_VARARGS, shred_doc},
     {"take", (PyCFunction)Shredder_take, METH_NOARGS, take_doc},
+    {"take_arrow", (PyCFunction)Shredder_take_arrow, METH_NOARGS, take_arrow_doc},
     {"scan", (PyCFunction)Shredder_scan, METH_VARARGS, scan_doc},
     {NULL, NULL, 0, NULL}};
 
@@ -1085,7 +1088,9 @@ static struct PyModuleDef moduledef = {
     -1, module_methods};
 
 PyMODINIT_FUNC PyInit__fastshred(void) {
-    if (PyType_Ready(&ShredderType) < 0 || PyType_Ready(&OwnedType) < 0) return NULL;
+    if (PyType_Ready(&ShredderType) < 0 || PyType_Ready(&OwnedType) < 0
+        || PyType_Ready(&ArrowChunkType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
     Py_INCREF(&ShredderType);

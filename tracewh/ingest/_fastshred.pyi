@@ -7,6 +7,13 @@ from typing import Any
 # 0 int64, 1 float64, 2 string; the buffers are read-only memoryviews owning their bytes
 ColumnBuffers = tuple[str, int, int, int, memoryview, memoryview, memoryview | None]
 
+class ArrowChunk:
+    """One table's staged rows (Arrow PyCapsule interface: DuckDB and pyarrow read it)."""
+
+    num_rows: int
+    column_names: tuple[str, ...]
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
 class Shredder:
     pending: int
     pending_bytes: int
@@ -26,6 +33,7 @@ class Shredder:
         self, read: Callable[[], bytes], limit: int, slow: list[tuple[int, bytes]]
     ) -> int: ...
     def take(self) -> dict[str, list[ColumnBuffers]]: ...
+    def take_arrow(self) -> dict[str, ArrowChunk]: ...
 
 def columns() -> dict[str, list[tuple[str, int]]]: ...
 def ns_of_text(text: str) -> int | None: ...

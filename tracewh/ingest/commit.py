@@ -12,11 +12,11 @@ write and the commit leaves an unreferenced file, invisible to readers and
 removed by vacuum.
 
 A table whose rows come from a wide join (``gpu_ops``) is written in slices of
-``event_index`` instead: each slice's query streams Arrow batches into one
-``pyarrow`` Parquet writer, so the join's memory is bounded by the slice while
-the run still gets one file per table. A run with one slice (up to 8k GPU ops)
-is written by DuckDB like every other table: a small trace's ingest imports no
-pyarrow.
+``event_index`` instead: each slice's query is written by DuckDB to a scratch
+file in the ingest's staging folder, and the slices' files are then copied in
+order into the table's one file for the run, so the join's memory is bounded by
+the slice while the run still gets one file per table. No ingest step imports
+pyarrow on a local warehouse.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracewh.deltalog import Add
 from tracewh.plainschema import tables
+from tracewh.sqlfiles import glob_escaped, sql_string
 from tracewh.store import Store
 
 if TYPE_CHECKING:
@@ -56,40 +56,45 @@ def _write_slices(
     out: Path,
     row_group: int,
     on_slice: Callable[[int, int], None] | None,
+    scratch: Path,
 ) -> int:
     """Write the rows of each slice of ``query`` into one Parquet file; their count.
 
-    A batch is encoded and compressed (pyarrow, without the GIL) in a background
-    thread while DuckDB computes the next: one batch in flight.
+    DuckDB writes each slice's rows to a file of its own in ``scratch`` (the join's
+    memory bounded by the slice), then copies those files, in slice order, into
+    ``out``: a streaming read and write, one row group at a time. No pyarrow (its
+    import and pools were most of a 1 GB trace's peak RSS at this step).
     """
-    # pyarrow only for a table written in several slices (a large trace's gpu_ops)
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tracewh.schema import TABLES
-
-    spec = TABLES[table]
-    schema = pa.schema([f for f in spec.schema if f.name not in spec.partition_by])
+    scratch.mkdir(parents=True, exist_ok=True)
     sql = f"SELECT {_select_list(table)} FROM ({query})"
+    files: list[str] = []
     n = 0
-    pending: Future[None] | None = None
-    with (
-        pq.ParquetWriter(out, schema, compression="zstd") as writer,
-        ThreadPoolExecutor(1, thread_name_prefix="tracewh-write") as pool,
-    ):
-        for lo, hi in slices:
-            if on_slice is not None:
-                on_slice(lo, hi)
-            reader = con.sql(sql, params={**params, "slice_lo": lo, "slice_hi": hi})
-            for batch in reader.to_arrow_reader(row_group):
-                if batch.num_rows:
-                    typed = batch.cast(schema)
-                    if pending is not None:
-                        pending.result()
-                    pending = pool.submit(writer.write_batch, typed, row_group_size=row_group)
-                    n += batch.num_rows
-        if pending is not None:
-            pending.result()
+    for k, (lo, hi) in enumerate(slices):
+        if on_slice is not None:
+            on_slice(lo, hi)
+        part = scratch / f"slice-{k:05d}.parquet"
+        got = con.execute(
+            f"COPY ({sql}) TO $tw_out (FORMAT parquet, COMPRESSION lz4_raw, "
+            f"ROW_GROUP_SIZE {row_group})",
+            {**params, "slice_lo": lo, "slice_hi": hi, "tw_out": str(part)},
+        ).fetchall()
+        if int(got[0][0]):
+            files.append(str(part))
+            n += int(got[0][0])
+    if not files:
+        return 0
+    listed = ", ".join(sql_string(glob_escaped(f)) for f in files)
+    con.execute("SET preserve_insertion_order = true")  # the slices' rows in slice order
+    try:
+        con.execute(
+            f"COPY (SELECT * FROM read_parquet([{listed}], hive_partitioning = false)) "
+            f"TO $tw_out (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})",
+            {"tw_out": str(out)},
+        )
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+        for f in files:
+            Path(f).unlink(missing_ok=True)
     return n
 
 
@@ -141,7 +146,10 @@ def copy_and_commit(
             )
             n = int(con.execute(sql, {**params, "tw_out": str(out)}).fetchall()[0][0])
         else:
-            n = _write_slices(con, table, query, params, slices, out, row_group, on_slice)
+            scratch = store.staging_root / ingest_id / "slices" / table
+            n = _write_slices(
+                con, table, query, params, slices, out, row_group, on_slice, scratch
+            )
     except BaseException:  # no partial file left in the table's folder
         out.unlink(missing_ok=True)
         raise

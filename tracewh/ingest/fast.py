@@ -12,7 +12,8 @@ X, s/t/f, i/I with the expected field types) to Arrow column buffers of the
 staging tables ``ev``, ``py``, ``gpu``, ``flow`` and ``inst``; this module
 writes those buffers as Parquet files beside the ones the pure path writes
 (``<part>/<table>/fast-<n>.parquet``), one chunk in flight in a background
-thread (pyarrow writes without the GIL). Every other event comes back with its
+thread: the buffers go to DuckDB through the Arrow C stream interface
+(``take_arrow()``, no copy, no pyarrow) and DuckDB writes them without the GIL. Every other event comes back with its
 index and goes through the pure path (:func:`tracewh.ingest.rows.prepare_events`,
 orjson, DuckDB), which types, counts and reports the unusual. Both paths
 stage the same rows; ``tests/test_ingest_fast.py`` compares them.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
@@ -30,10 +32,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import duckdb
 
-from tracewh.schema import GPU_OP_CATEGORIES, PYTHON_CATEGORY
+from tracewh.categories import GPU_OP_CATEGORIES, PYTHON_CATEGORY
 
 #: scan() results
 _MORE, _DONE, _GIVE_UP = 0, 1, 2
@@ -42,8 +43,8 @@ _MORE, _DONE, _GIVE_UP = 0, 1, 2
 class Fallback(Exception):
     """The scanner cannot stage this document: stage it again through ijson."""
 
-#: Arrow types of the extension's column kinds (0 int64, 1 float64, 2 string).
-_KINDS: dict[int, pa.DataType] = {0: pa.int64(), 1: pa.float64(), 2: pa.large_string()}
+#: DuckDB memory limit of the staging writer's connection (it holds about one chunk).
+WRITER_MEMORY = "64MB"
 #: Events taken from the parser per call (the handed-back ones are fixed up in between).
 _BATCH = 8192
 #: Staged column bytes that make a chunk (a Parquet file per table) besides ``chunk_events``
@@ -64,37 +65,34 @@ def native() -> ModuleType | None:
 
 
 def release_memory() -> None:
-    """Give freed memory back to the system: Arrow's pool and (glibc) the C heap.
+    """Give freed memory back to the system: Arrow's pool (where pyarrow is loaded) and
+    (glibc) the C heap.
 
     Staging frees its buffers, but the allocators keep the pages; the linkage that
     follows would add its DuckDB budget on top of them.
     """
-    pa.default_memory_pool().release_unused()
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
     module = native()
     if module is not None:
         module.trim()
 
 
-def _table(columns: list[tuple[str, int, int, int, bytes, bytes, bytes | None]]) -> pa.Table:
-    arrays, names = [], []
-    for name, kind, n, nulls, valid, data, offsets in columns:
-        bufs = [pa.py_buffer(valid) if nulls else None]
-        if offsets is not None:
-            bufs.append(pa.py_buffer(offsets))
-        bufs.append(pa.py_buffer(data))
-        arrays.append(pa.Array.from_buffers(_KINDS[kind], n, bufs, null_count=nulls))
-        names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
-
-
 class _Writer:
-    """Column buffers -> ``<folder>/<table>/fast-<n>.parquet``, one chunk in flight."""
+    """Staged chunks -> ``<folder>/<table>/fast-<n>.parquet``, one chunk in flight.
+
+    The extension hands each table's buffers over as an ``ArrowChunk`` (Arrow C
+    stream interface, no copy) and DuckDB writes it (one thread, releasing the GIL
+    while the scanner fills the next chunk): no pyarrow in the process.
+    """
 
     def __init__(self, folder: Path) -> None:
         self._folder = folder
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracewh-fast")
         self._pending: Future[None] | None = None
         self._seq = 0
+        self._con: Any = None
 
     def submit(self, tables: dict[str, Any]) -> None:
         if not tables:
@@ -104,9 +102,15 @@ class _Writer:
         self._pending = self._pool.submit(self._write, tables, seq)
 
     def _write(self, tables: dict[str, Any], seq: int) -> None:
-        for name, columns in tables.items():
+        if self._con is None:
+            self._con = duckdb.connect(config={
+                "threads": 1, "memory_limit": WRITER_MEMORY, "preserve_insertion_order": True,
+            })
+        for name in list(tables):
             out = self._folder / name / f"fast-{seq:06d}.parquet"
-            pq.write_table(_table(columns), out, compression="lz4", store_schema=False)
+            rel = self._con.from_arrow(tables.pop(name))  # the chunk goes with the relation
+            rel.write_parquet(str(out), compression="lz4")
+            del rel
 
     def wait(self) -> None:
         if self._pending is not None:
@@ -117,12 +121,18 @@ class _Writer:
         try:
             self.wait()
         finally:
-            self._pool.shutdown()
+            self._shutdown()
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):  # the part failed already; folder discarded
             self.wait()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
         self._pool.shutdown()
+        if self._con is not None:
+            con, self._con = self._con, None
+            con.close()
 
 
 def stage_events(
@@ -150,10 +160,10 @@ def stage_events(
                 slow_path(slow)
                 slow = []
             if shredder.pending >= chunk_events or shredder.pending_bytes >= CHUNK_BYTES:
-                writer.submit(shredder.take())
+                writer.submit(shredder.take_arrow())
             if taken < _BATCH:
                 break
-        writer.submit(shredder.take())
+        writer.submit(shredder.take_arrow())
         writer.close()
     except BaseException:
         writer.abort()
@@ -214,10 +224,10 @@ def scan_events(
                 slow_path(_parse_elements(backend, raws))
                 raws = []
             if shredder.pending >= chunk_events or shredder.pending_bytes >= CHUNK_BYTES:
-                writer.submit(shredder.take())
+                writer.submit(shredder.take_arrow())
             if status == _DONE:
                 break
-        writer.submit(shredder.take())
+        writer.submit(shredder.take_arrow())
         writer.close()
     except BaseException:
         writer.abort()

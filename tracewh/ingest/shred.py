@@ -37,12 +37,12 @@ from typing import IO, Any
 import duckdb
 import orjson
 
+from tracewh.categories import GPU_OP_CATEGORIES
 from tracewh.errors import TraceFormatError
 from tracewh.ingest import fast
 from tracewh.ingest.memory import parse_size, retry_on_oom
 from tracewh.ingest.reader import c_backend, close_stream, finish, open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
-from tracewh.schema import GPU_OP_CATEGORIES
 from tracewh.sqlfiles import SQL_DIR, glob_escaped
 
 INGEST_SQL = SQL_DIR / "ingest"
