@@ -16,6 +16,9 @@ TRACES ?= ../shared/traces
 TW := $(BIN)/tracewh
 TORCH_VERSION ?= 2.13.0
 CAPTURE_STAMP := $(VENV)/.capture-installed
+# pytest workers (pytest-xdist): one per core; each test file runs whole on one worker, so a
+# module's fixtures are built once. TEST_JOBS=0 runs the suite in this process, serially.
+TEST_JOBS ?= auto
 
 .PHONY: help venv capture-deps hta-venv demo test test-all bench lint device-check nightly report report-kernels report-history clean
 
@@ -57,10 +60,10 @@ demo: $(STAMP) ## generate a 14-night x 2-rank history, ingest it, show top kern
 	$(TW) report -w $(WAREHOUSE) --since 2025-01-01 --out $(REPORT_DIR)/demo
 
 test: $(STAMP) $(CAPTURE_STAMP) ## run the default test suite (fast; no tests marked slow)
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_JOBS) --dist loadfile
 
 test-all: $(STAMP) $(CAPTURE_STAMP) ## run every test, including those marked slow
-	$(BIN)/python -m pytest -q -m 'slow or not slow'
+	$(BIN)/python -m pytest -q -m 'slow or not slow' -n $(TEST_JOBS) --dist loadfile
 
 # The reference analyser for bench_real: HTA (`traceinsight` on PyPI) in a bench-only venv,
 # never a project dependency. Without it (no network) bench_real says so and skips HTA's side.

@@ -62,13 +62,18 @@ def _concurrent_compactions(root: Path, processes: int) -> None:
         json.loads(out)
 
 
-@pytest.mark.parametrize("rounds", [2])
-def test_concurrent_compactions_keep_every_row_once(tmp_path: Path, rounds: int) -> None:
+@pytest.mark.parametrize(
+    ("rounds", "files_per_round"),
+    [(1, 6), pytest.param(2, 10, marks=pytest.mark.slow)],
+)
+def test_concurrent_compactions_keep_every_row_once(
+    tmp_path: Path, rounds: int, files_per_round: int
+) -> None:
     root = tmp_path / "wh"
     expected: set[str] = set()
     with cpu_hog():
         for r in range(rounds):
-            files = _traces(tmp_path / f"in{r}", 10, seed=100 * r)
+            files = _traces(tmp_path / f"in{r}", files_per_round, seed=100 * r)
             _ingest_one_by_one(root, files)
             expected |= {str(x["run_id"]) for x in read_runs(root)}
             _concurrent_compactions(root, processes=3)
