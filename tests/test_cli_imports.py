@@ -1,4 +1,4 @@
-"""A query command imports only what it uses: no Altair, vl-convert, Polars or delta-rs.
+"""A query command imports only what it uses: no Altair, vl-convert, Polars, delta-rs or Pydantic.
 
 Each check runs the command in a fresh interpreter and lists the heavy modules
 loaded by its end (no timing: what is imported decides a command's start).
@@ -19,6 +19,8 @@ from tracewh.synth import SynthConfig, write_trace
 HEAVY = (
     "altair", "vl_convert", "polars", "pyarrow", "deltalake", "ijson", "orjson",
     "tracewh.ingest.pipeline", "tracewh.ingest.batch", "tracewh.report", "tracewh.history",
+    # Typer's Pydantic adapters: plain option values are coerced by tracewh.cli.params
+    "pydantic",
 )
 
 _PROBE = """

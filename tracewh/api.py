@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as _field
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -231,10 +232,12 @@ class Warehouse:
             from tracewh.sqlguard import confine
 
             confine(con, allowed=self._allowed_dirs())
-            self._pinned = _Pinned(con, tables, live, partial)
+            self._pinned = _Pinned(con, tables, live, partial, views={id(con): {}})
             yield self
         finally:
-            self._pinned = None
+            pinned, self._pinned = self._pinned, None
+            if pinned is not None and pinned.aux is not None:
+                pinned.aux.close()
             con.close()
 
     def connect(
@@ -287,7 +290,7 @@ class Warehouse:
             if reused is not None:  # the previous call's views go back to the placeholders
                 files = {n: files.get(n, []) for n, _ in tables}
             try:
-                shadow_files(con, files, reset=(pinned is not None and not own) or reused is not None,
+                self._shadow(con, files, reset=(pinned is not None and not own) or reused is not None,
                              partial=partial)
             except duckdb.Error as exc:
                 raise WarehouseError(
@@ -297,6 +300,66 @@ class Warehouse:
             self._release(con)
             raise
         return con
+
+    def _shadow(
+        self, con: duckdb.DuckDBPyConnection, files: Mapping[str, Sequence[str]], *,
+        reset: bool, partial: Collection[str],
+    ) -> None:
+        """:func:`shadow_files`; on the session's connection only the tables whose files changed.
+
+        A session's queries mostly read the same day's files again (a report's ~20 queries
+        of one run): the session remembers what each ``raw_<table>`` points at, and a view
+        is made again only for a different file list (``()``: the empty placeholder).
+        """
+        pinned = self._pinned
+        shadowed = None if pinned is None else pinned.views.get(id(con))
+        if shadowed is None or pinned is None:
+            shadow_files(con, files, reset=reset, partial=partial)
+            return
+        wanted = {name: tuple(paths) for name, paths in files.items()}
+        changed = {name: list(paths) for name, paths in wanted.items()
+                   if shadowed.get(name, ()) != paths}
+        if not changed:
+            return
+        try:
+            shadow_files(con, changed, reset=True, partial=partial)
+        except BaseException:
+            # some views may be made, some not: every one is made again next time
+            shadowed.update({name: None for name, _ in pinned.tables})
+            raise
+        shadowed.update({name: wanted[name] for name in changed})
+
+    @contextlib.contextmanager
+    def connection(self, *, days: Collection[date] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection (as :meth:`connect`) for the library's queries that change its settings.
+
+        What a query under its own DuckDB memory limit runs on (:mod:`tracewh.memory`).
+        Outside a session, a new connection, closed at the end. Inside :meth:`session`,
+        one connection kept for the whole session (not the session's confined one, whose
+        settings are locked), its views re-pointed only where ``days`` changes the files.
+        """
+        pinned = self._pinned
+        if pinned is None:
+            con = self._connect(days=days, own=True)
+            try:
+                yield con
+            finally:
+                con.close()
+            return
+        if pinned.aux is None:
+            pinned.aux = connect_catalog()
+            pinned.views[id(pinned.aux)] = {}
+            if self.store.remote:
+                pinned.aux.register_filesystem(self.store.filesystem())
+        files = select_files({n: pinned.live[n] for n, _ in pinned.tables}, dict(pinned.tables),
+                             days=days, since=None)
+        try:
+            self._shadow(pinned.aux, files, reset=True, partial=pinned.partial)
+        except duckdb.Error as exc:
+            raise WarehouseError(
+                self.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
+            ) from exc
+        yield pinned.aux
 
     def _partial(self, con: duckdb.DuckDBPyConnection, tables: list[TableInfo]) -> frozenset[str]:
         """The tables to read by column name (older files lack columns): the session's, or
@@ -633,7 +696,7 @@ class Warehouse:
             files = self._snapshot(tables, days=days, since=None)
             # reset: a connection kept from a previous call (or the session's) has views
             # of other files; every table is pointed at this snapshot
-            shadow_files(con, files, reset=True, partial=self._partial(con, catalog_tables(con)))
+            self._shadow(con, files, reset=True, partial=self._partial(con, catalog_tables(con)))
             yield con, ref
 
     def macro(self, name: str, run: RunSelector = "latest", /, **params: Any) -> pl.DataFrame:
@@ -1076,6 +1139,10 @@ class _Pinned:
     tables: list[TableInfo]
     live: dict[str, list[tuple[str, str | None]]]
     partial: frozenset[str] = frozenset()  # tables read by column name (Store.require)
+    # per connection of the session (by id): the files each of its raw_<table> views reads
+    # now (None: unknown; absent or (): the empty placeholder)
+    views: dict[int, dict[str, tuple[str, ...] | None]] = _field(default_factory=dict)
+    aux: duckdb.DuckDBPyConnection | None = None  # see Warehouse.connection
 
 
 def _macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -184,21 +184,20 @@ def _macro(
     ref = wh.resolve_run(run)
     named = "".join(f", {k} := ${k}" for k in params)
     query = f"SELECT * FROM {name}($run{named})"
-    con = wh.connect(days=[ref.day])
-    try:
-        set_limit(con, memory_limit)
+    # inside a session (a report): one connection for all of them, re-pointed per day
+    with wh.connection(days=[ref.day]) as con:
+        try:
+            set_limit(con, memory_limit)
 
-        def step() -> Any:
-            return to_frame(con.sql(query, params={"run": ref.run_id, **params}))
+            def step() -> Any:
+                return to_frame(con.sql(query, params={"run": ref.run_id, **params}))
 
-        frame, _ = retry_on_oom(con, step, memory_limit)
-        result: pl.DataFrame = frame
-        return result
-    except duckdb.Error as exc:
-        text = str(exc).strip().splitlines()
-        raise QueryError(query, text[0] if text else type(exc).__name__) from exc
-    finally:
-        con.close()
+            frame, _ = retry_on_oom(con, step, memory_limit)
+            result: pl.DataFrame = frame
+            return result
+        except duckdb.Error as exc:
+            text = str(exc).strip().splitlines()
+            raise QueryError(query, text[0] if text else type(exc).__name__) from exc
 
 
 __all__ = ["DEFAULT_TOP", "QUERY_MEMORY_LIMIT", "RANKED", "VIEWS", "DeviceFilter", "memory", "parse_device"]

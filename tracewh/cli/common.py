@@ -46,8 +46,19 @@ from tracewh.textsafe import escape_control
 class _Group(TyperGroup):
     """The command group: an argument with a metavar shows it alone, not its Python type."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from tracewh.cli.params import install
+
+        install(self, ctx)
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
+        # plain option values coerced without Pydantic (Typer's adapters for the rest)
+        from tracewh.cli.params import install
+
+        install(command, ctx)
         for param in getattr(command, "params", ()):
             if isinstance(param, TyperArgument) and param.metavar:
                 # Typer appends "<list[Path]>" to an argument's help name; PATH says it

@@ -284,44 +284,22 @@ def to_text(df: pl.DataFrame, fmt: str) -> str:
 def write_out(df: pl.DataFrame, path: Path) -> None:
     """Write ``df`` to ``.csv``, ``.json`` or ``.parquet`` atomically, with normal permissions.
 
-    Written to a temporary name beside ``path``, then renamed; the file gets the mode a
-    plain ``open()`` would give it (0666 less the umask: usually 0644), not the private
-    0600 of the temporary file.
+    Written to a temporary name beside ``path``, then renamed (:func:`tracewh.atomic.atomic_file`);
+    the file gets the mode a plain ``open()`` would give it (0666 less the umask: usually 0644),
+    not the private 0600 of the temporary file.
     """
-    import tempfile
+    from tracewh.atomic import atomic_file
 
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".json", ".parquet"):
         raise UsageError(f"--out must end in .csv, .json or .parquet, not {path.name!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_file(path) as tmp:
         if suffix == ".csv":
             flat_frame(df).write_csv(tmp)
         elif suffix == ".json":
             df.write_json(tmp)
         else:
             df.write_parquet(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    """The process's umask (from ``/proc`` where possible, else set and restored)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def utc(ns: int | None) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracewh import __version__
-from tracewh.report.atomic import atomic_dir
+from tracewh.atomic import atomic_dir
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section

@@ -110,7 +110,7 @@ def write_report(
 ) -> list[Path]:
     """Write ``report.md``, ``report.html`` and ``charts/*`` into ``folder``; the paths written.
 
-    ``folder`` should be a fresh temporary folder (see :func:`~tracewh.report.atomic.atomic_dir`).
+    ``folder`` should be a fresh temporary folder (see :func:`~tracewh.atomic.atomic_dir`).
     ``rendered``: the sections' charts, already rendered (default: rendered here).
     """
     if rendered is None:

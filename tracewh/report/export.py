@@ -33,8 +33,8 @@ from typing import IO, Any
 
 import polars as pl
 
+from tracewh.atomic import atomic_file
 from tracewh.errors import UsageError
-from tracewh.report.atomic import atomic_file
 from tracewh.report.memory_export import MEMORY_COUNTER_CAT, export_memory_counters
 from tracewh.report.source import WarehouseLike
 from tracewh.runsel import RunSelector

@@ -24,8 +24,8 @@ from typing import Any
 
 import polars as pl
 
+from tracewh.atomic import atomic_file
 from tracewh.errors import UsageError
-from tracewh.report.atomic import atomic_file
 from tracewh.report.source import WarehouseLike
 from tracewh.runsel import RunSelector
 

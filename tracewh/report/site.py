@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracewh.atomic import atomic_dir
 from tracewh.report import charts, render
-from tracewh.report.atomic import atomic_dir
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section

@@ -1,6 +1,7 @@
-"""Atomic writes of report files and folders: write beside the target, then rename.
+"""Atomic writes of output files and folders: write beside the target, then rename.
 
-A reader never sees a half-written report: files go to a temporary name in the
+Used by every writer of user-facing output (``--out`` files of the CLI, reports, sites,
+exports, flame graphs). A reader never sees a half-written file: files go to a temporary name in the
 same folder and are renamed over the target (``os.replace``); a folder is built
 under a temporary name and swapped in at the end. A failure removes the
 temporary and leaves the previous output as it was.
