@@ -57,3 +57,42 @@ def test_user_sql_never_runs_on_the_kept_connection(tmp_path: Path) -> None:
     with wh.session():
         inside = wh.kernels()
     assert inside.equals(wh.kernels())
+
+
+def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) -> None:
+    """In a session the views of a day stay while queries stay on it, and follow a change of day.
+
+    Every answer equals the one of a fresh Warehouse (no session), and the session's memory
+    views (on its second, unconfined connection) too; the number of views made again is
+    counted on the session's connections.
+    """
+    paths = [_trace(tmp_path, day, 20 + day) for day in (5, 6)]
+    root = tmp_path / "wh"
+    assert Warehouse(root).ingest(paths).ok
+    refs = [Warehouse(root).resolve_run(f"file_name={p.name}") for p in paths]
+    assert refs[0].day != refs[1].day
+    expected = {r.run_id: (Warehouse(root).kernels(r), Warehouse(root).steps(r),
+                           Warehouse(root).memory(r), Warehouse(root).memory(r, view="steps"))
+                for r in refs}
+    wh = Warehouse(root)
+    with wh.session():
+        pinned = wh._pinned
+        assert pinned is not None
+        for ref in (refs[0], refs[0], refs[1], refs[0], refs[1], refs[1]):
+            want = expected[ref.run_id]
+            before = dict(pinned.views[id(pinned.con)])
+            assert wh.kernels(ref).equals(want[0]), ref
+            after = dict(pinned.views[id(pinned.con)])
+            assert wh.steps(ref).equals(want[1]), ref
+            assert pinned.views[id(pinned.con)] == after  # same day: nothing made again
+            assert wh.memory(ref).equals(want[2]) and wh.memory(ref, view="steps").equals(want[3])
+            day = f"day={ref.day}"
+            shown = [p for n, ps in after.items() if n != "runs" for p in (ps or ())]
+            assert shown and all(day in p for p in shown), (ref, shown)
+            if before and before != after:
+                assert any(before.get(n) != after.get(n) for n in after)
+        assert pinned.aux is not None and id(pinned.aux) in pinned.views
+        aux = pinned.aux
+    assert wh._pinned is None
+    with pytest.raises(Exception):  # noqa: B017 - closed with the session
+        aux.execute("SELECT 1")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import polars as pl
 
@@ -36,7 +36,10 @@ from tracewh.errors import UsageError
 from tracewh.history import parse_since
 from tracewh.runsel import Source, where_frame
 
-__all__ = ["DEFAULT_ALPHA", "DEFAULT_KEYS", "ChangesReport", "RunSet", "changes", "run_set"]
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_KEYS", "ChangesReport", "RunSet", "changes", "run_set",
+           "series_values"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,41 @@ def run_set(
     A run ingested before the ``fingerprints`` table whose labels do not name its workload
     gets its fingerprint computed from its stored tables (``run_fingerprints_in``, the
     ingest's definition), so old warehouses compare as new ones do; ``tracewh compact``
-    stores these (``RunSet.fingerprinted`` counts the runs computed here).
+    stores these (``RunSet.fingerprinted`` counts the runs computed here). Inside a
+    ``Warehouse.session()`` it is computed once per argument set (see ``memoized``).
     """
+    return _memoized(src, ("run_set", tuple(keys), threshold, include_unusable),
+                     lambda: _run_set(src, keys=keys, threshold=threshold,
+                                      include_unusable=include_unusable))  # fmt: skip
+
+
+def _memoized(src: Source, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
+    """``compute()``, once per ``key`` inside a session where ``src`` has ``memoized``."""
+    memo = getattr(src, "memoized", None)
+    return compute() if memo is None else cast("_T", memo(key, compute))
+
+
+def series_values(
+    src: Source, *, since: dt.date | None, kernel: str | None = None,
+    category: str | None = None, module: str | None = None,
+) -> pl.DataFrame:
+    """``series_values`` (sql/93_changes.sql) of the runs of day >= ``since`` (None: all).
+
+    The one query ``changes`` and ``check`` both run: inside a session, run once for both.
+    """
+    def compute() -> pl.DataFrame:
+        return src.sql(
+            "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
+            " module_prefix := $m)",
+            {"s": since, "k": kernel, "c": category, "m": module}, since=since,
+        )
+
+    return _memoized(src, ("series_values", since, kernel, category, module), compute)
+
+
+def _run_set(
+    src: Source, *, keys: Sequence[str], threshold: float, include_unusable: bool
+) -> RunSet:
     table, computed = _with_fingerprints(src, src.run_table(), keys)
     wl = assign_workloads(table, keys=keys, threshold=threshold)
     runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
@@ -206,12 +242,7 @@ def changes(
             {"runs": runs["run_id"].to_list(), "op": op, "min_ms": min_ms}, since=first,
         )
     else:
-        values = src.sql(
-            "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
-            " module_prefix := $m)",
-            {"s": first, "k": kernel, "c": category, "m": module},
-            since=first,
-        )
+        values = series_values(src, since=first, kernel=kernel, category=category, module=module)
     opts = DetectOptions(alpha=alpha, min_change=min_change, min_value=min_ms * 1e6,
                          floor=floor_ms * 1e6)  # fmt: skip
     found = find_changes(runs, values, options=opts)

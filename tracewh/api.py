@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as _field
 from datetime import date
@@ -328,6 +328,22 @@ class Warehouse:
             shadowed.update({name: None for name, _ in pinned.tables})
             raise
         shadowed.update({name: wanted[name] for name in changed})
+
+    def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``; inside :meth:`session` once per ``key`` (its snapshot does not change).
+
+        What the library's analyses that a report asks for more than once share: the run
+        set (``runs``, ``changes`` and ``check`` each need it) and the ``series_values``
+        of ``changes`` and ``check``. ``key`` must name everything the result depends on
+        besides the snapshot; the result is shared, so it must not be modified.
+        """
+        pinned = self._pinned
+        if pinned is None:
+            return compute()
+        if key not in pinned.memo:
+            pinned.memo[key] = compute()
+        result: _T = pinned.memo[key]
+        return result
 
     @contextlib.contextmanager
     def connection(self, *, days: Collection[date] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -1143,6 +1159,7 @@ class _Pinned:
     # now (None: unknown; absent or (): the empty placeholder)
     views: dict[int, dict[str, tuple[str, ...] | None]] = _field(default_factory=dict)
     aux: duckdb.DuckDBPyConnection | None = None  # see Warehouse.connection
+    memo: dict[Hashable, Any] = _field(default_factory=dict)  # see Warehouse.memoized
 
 
 def _macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

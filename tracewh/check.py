@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tracewh.alerts import commit_label, run_set
+from tracewh.alerts import commit_label, run_set, series_values
 from tracewh.analysis.changepoint import DEFAULT_ALPHA, ChangePoint, detect
 from tracewh.analysis.changes import (
     HIGHER_IS_BETTER,
@@ -291,8 +291,10 @@ def check(
     findings: list[Finding] = []
     if todo:
         days = {d for c in todo for d in histories[c.run_id]["day"].to_list()}
-        values = src.sql("SELECT * FROM series_values(since := $s)", {"s": min(days)},
-                         since=min(days))  # fmt: skip
+        # from the first visible day on it is every run's: the query `changes` runs (once
+        # for both in a session: a report asks for both)
+        first = min(days)
+        values = series_values(src, since=None if first <= allruns["day"].min() else first)
         if op is not None:
             ids = sorted({r for c in todo for r in histories[c.run_id]["run_id"].to_list()})
             ops = src.sql(

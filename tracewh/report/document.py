@@ -63,6 +63,9 @@ class ChartRenderer:
         n = workers or min(4, _cores())
         self._pool = ThreadPoolExecutor(max(1, n), thread_name_prefix="tracewh-png")
         self._jobs: dict[str, tuple[dict[str, Any], Future[bytes]]] = {}
+        # vl-convert's JS engine and fonts start on the first render (~0.5 s of CPU): in a
+        # worker now, while the report's first queries run
+        self._warm = self._pool.submit(render.warm_up)
 
     def add(self, sections: Iterable[Section]) -> None:
         """Start rendering the charts of ``sections`` (a key already added is kept)."""
