@@ -10,7 +10,6 @@ of the window (checked here on the SQL itself).
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import polars as pl
