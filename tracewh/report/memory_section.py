@@ -15,7 +15,7 @@ import altair as alt
 import polars as pl
 
 from tracewh.errors import TracewhError
-from tracewh.report.charts import WIDTH, AnyChart, values
+from tracewh.report.charts import WIDTH, AnyChart, Chart, unvalidated, values
 from tracewh.report.sections import Section
 from tracewh.report.tables import Column, table
 
@@ -67,6 +67,7 @@ def _amount(nbytes: float) -> str:
     return f"{nbytes / div:,.2f} {unit}" if div > 1 else f"{nbytes:,.0f} bytes"
 
 
+@unvalidated
 def memory_chart(data: MemoryData) -> AnyChart | None:
     """Per device: allocated and reserved over time, steps shaded, the peak marked."""
     if data.summary.is_empty() or data.timeline.is_empty():
@@ -92,7 +93,7 @@ def memory_chart(data: MemoryData) -> AnyChart | None:
                 (pl.col("peak_allocated_bytes") / div).alias("step_peak"),
                 pl.when(pl.col("k") % 2 == 0).then(0.16).otherwise(0.07).alias("shade"),
             )
-            band = alt.Chart(values(shade)).encode(x="s_ms:Q")
+            band = Chart(values(shade)).encode(x="s_ms:Q")
             layers.append(band.mark_rect(color="#7f7f7f").encode(
                 x2="e_ms:Q", opacity=alt.Opacity("shade:Q", legend=None, scale=None),
                 tooltip=[alt.Tooltip("step:O", title="ProfilerStep"),
@@ -100,7 +101,7 @@ def memory_chart(data: MemoryData) -> AnyChart | None:
             if shade.height <= 40:
                 layers.append(band.mark_text(align="left", baseline="top", dx=3, dy=3, fontSize=9,
                                              color="#555").encode(y=alt.value(0), text="step:O"))
-        layers.append(alt.Chart(values(lines)).mark_line(interpolate="step-after", strokeWidth=1.5).encode(
+        layers.append(Chart(values(lines)).mark_line(interpolate="step-after", strokeWidth=1.5).encode(
             x=alt.X("t_ms:Q", title="time since run start (ms)"), y=y,
             color=alt.Color("series:N", title=None, sort=["allocated", "reserved"],
                             scale=alt.Scale(domain=["allocated", "reserved"], range=["#4c78a8", "#f58518"])),
@@ -109,7 +110,7 @@ def memory_chart(data: MemoryData) -> AnyChart | None:
         peak = pl.DataFrame({"t_ms": [dev["peak_offset_ns"] / 1e6],
                              "value": [dev["peak_allocated_bytes"] / div],
                              "label": [f"peak {_amount(dev['peak_allocated_bytes'])}"]})
-        mark = alt.Chart(values(peak)).encode(x="t_ms:Q", y="value:Q")
+        mark = Chart(values(peak)).encode(x="t_ms:Q", y="value:Q")
         layers.append(mark.mark_point(shape="triangle-down", size=90, filled=True, color="#d62728", yOffset=-6))
         layers.append(mark.mark_text(align="left", dx=6, dy=-10, fontSize=11, color="#d62728").encode(text="label:N"))
         panels.append(alt.layer(*layers).properties(width=WIDTH - 120, height=150))

@@ -18,7 +18,7 @@ import altair as alt
 import polars as pl
 
 from tracewh.errors import TracewhError
-from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, values
+from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, unvalidated, values
 from tracewh.report.sections import Section
 from tracewh.report.tables import Column, table
 
@@ -101,6 +101,7 @@ def layers(data: ModuleData) -> pl.DataFrame:
     return rows[order]
 
 
+@unvalidated
 def layer_chart(data: ModuleData) -> AnyChart | None:
     """Bars: GPU time of each layer (inclusive), in model order."""
     df = layers(data).head(MAX_LAYERS)
@@ -111,7 +112,7 @@ def layer_chart(data: ModuleData) -> AnyChart | None:
         (pl.col("gpu_ns") / 1e6).alias("gpu_ms"), pl.col("pct").round(2),
     )
     return (
-        alt.Chart(values(df))
+        Chart(values(df))
         .mark_bar(color="#54a24b")
         .encode(
             x=alt.X("gpu_ms:Q", title="GPU time (ms)"),

@@ -15,7 +15,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, _title, values
+from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, _title, unvalidated, values
 from tracewh.report.tables import Column, table
 
 #: Operator rows drawn at most (largest GPU time first).
@@ -44,6 +44,7 @@ def _roof_lines(rows: pl.DataFrame, lo: float, hi: float) -> pl.DataFrame:
                                      "tflops_per_s": pl.Float64})
 
 
+@unvalidated
 def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart | None:
     """Log-log scatter of operators (intensity vs achieved TFLOP/s) under the device's roofs."""
     need = {"intensity", "tflops_per_s", "gpu_ns", "op_name"}
@@ -68,7 +69,7 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
               scale=alt.Scale(type="log", domain=[lo, hi]))
     y = alt.Y("tflops_per_s:Q", title="achieved TFLOP/s", scale=alt.Scale(type="log"))
     dots = (
-        alt.Chart(values(pts))
+        Chart(values(pts))
         .mark_circle(opacity=0.75)
         .encode(
             x=x, y=y,
@@ -87,9 +88,9 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
     if not lines.is_empty():
         ends = lines.group_by("roof").agg(pl.col("intensity").max(), pl.col("tflops_per_s").max())
         ends = ends.with_columns((pl.col("roof") + " " + pl.col("tflops_per_s").round(1).cast(pl.String)).alias("label"))
-        layers.append(alt.Chart(values(ends)).mark_text(align="right", dy=-7, fontSize=11, color="#333")
+        layers.append(Chart(values(ends)).mark_text(align="right", dy=-7, fontSize=11, color="#333")
                       .encode(x=x, y=y, text="label:N"))
-        layers.insert(0, alt.Chart(values(lines)).mark_line(color="#555", strokeDash=[4, 3]).encode(
+        layers.insert(0, Chart(values(lines)).mark_line(color="#555", strokeDash=[4, 3]).encode(
             x=x, y=y, detail="roof:N",
             tooltip=[alt.Tooltip("roof:N"), alt.Tooltip("tflops_per_s:Q", title="roof TFLOP/s",
                                                           format=",.1f")]))

@@ -1,0 +1,43 @@
+"""tracewh.report.charts.Chart: shorthands built straight into channel objects, same Vega-Lite.
+
+Every kind of encoding the report's charts use, built once with ``alt.Chart`` (Altair's own
+shorthand parsing) and once with ``Chart``: the specs must be equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pytest
+
+from tracewh.report.charts import Chart
+
+DATA = alt.Data(values=[{"a": 1.5, "b": "x", "t": "2025-01-01T00:00:00", "n": 3}])
+
+CASES: list[dict[str, Any]] = [
+    {"x": "a:Q", "y": "b:N"},
+    {"x": alt.X("a:Q", title="ms"), "y": "b:N", "color": "b:N"},
+    {"x": "a:Q", "x2": "n:Q", "y": alt.value(0), "text": "b:N"},
+    {"x": "t:T", "y": "sum(a):Q", "tooltip": ["b:N", alt.Tooltip("a:Q", format=",.3f")]},
+    {"y": alt.datum(0), "x": "a:Q", "opacity": alt.Opacity("n:Q", legend=None, scale=None)},
+    {"color": alt.condition("datum.a > 0", alt.value("#e45756"), alt.value("#54a24b")), "x": "a:Q"},
+    {"xOffset": "b:N", "strokeDash": "b:N", "theta": "a:Q", "detail": "b:N", "order": "n:O"},
+    {"tooltip": "b:N", "size": "n:Q", "shape": "b:N", "row": "b:N"},
+]
+
+
+@pytest.mark.parametrize("channels", CASES)
+def test_chart_encode_equals_altairs(channels: dict[str, Any]) -> None:
+    def build(cls: type) -> dict[str, Any]:
+        chart = cls(DATA).mark_point().encode(**channels).properties(width=100)
+        layered = alt.layer(chart, cls(DATA).mark_line().encode(**channels))
+        return {"one": chart.to_dict(validate=False), "layer": layered.to_dict(validate=False)}
+
+    ours, theirs = build(Chart), build(alt.Chart)
+    assert ours == theirs
+    assert isinstance(Chart(DATA).mark_point().encode(**channels), alt.Chart)
+
+
+def test_chart_specs_still_validate() -> None:
+    Chart(DATA).mark_bar().encode(x="a:Q", y="b:N", tooltip=["b:N", "a:Q"]).to_dict(validate=True)
