@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from pathlib import Path
 
 import pytest
@@ -91,8 +92,8 @@ def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) ->
             assert shown and all(day in p for p in shown), (ref, shown)
             if before and before != after:
                 assert any(before.get(n) != after.get(n) for n in after)
-        assert pinned.aux is not None and id(pinned.aux) in pinned.views
-        aux = pinned.aux
+        aux = pinned.aux[threading.get_ident()]
+        assert id(aux) in pinned.views
     assert wh._pinned is None
     with pytest.raises(Exception):  # noqa: B017 - closed with the session
         aux.execute("SELECT 1")

@@ -41,3 +41,31 @@ def test_chart_encode_equals_altairs(channels: dict[str, Any]) -> None:
 
 def test_chart_specs_still_validate() -> None:
     Chart(DATA).mark_bar().encode(x="a:Q", y="b:N", tooltip=["b:N", "a:Q"]).to_dict(validate=True)
+
+
+def test_builders_in_threads_leave_altairs_debug_mode_as_it_was() -> None:
+    import threading
+
+    import polars as pl
+    from altair.utils import schemapi
+
+    from tracewh.report import charts
+
+    steps = pl.DataFrame({"step": [1, 2, 3], "wall_ns": [5_000_000, 6_000_000, 5_500_000]})
+    barrier = threading.Barrier(4)
+
+    def build() -> None:
+        barrier.wait()
+        for _ in range(5):
+            charts.sparkline(steps)
+
+    assert schemapi.DEBUG_MODE
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert schemapi.DEBUG_MODE
+    with charts.no_validation():
+        assert not schemapi.DEBUG_MODE
+    assert schemapi.DEBUG_MODE

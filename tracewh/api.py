@@ -206,7 +206,9 @@ class Warehouse:
         Inside ``with wh.session():`` every query of this object reads the Delta logs
         once (at entry) and reuses one connection (its Parquet metadata cache too);
         writes made meanwhile are not seen. A report runs its ~20 queries this way.
-        Nested sessions reuse the outer one.
+        Nested sessions reuse the outer one. Queries from other threads (a report runs some
+        side by side) each get a connection of their own over the same snapshot, confined
+        as the first, kept until the session ends.
 
         Examples
         --------
@@ -232,12 +234,14 @@ class Warehouse:
             from tracewh.sqlguard import confine
 
             confine(con, allowed=self._allowed_dirs())
-            self._pinned = _Pinned(con, tables, live, partial, views={id(con): {}})
+            self._pinned = _Pinned(con, tables, live, partial, views={id(con): {}},
+                                   owner=threading.get_ident())
             yield self
         finally:
             pinned, self._pinned = self._pinned, None
-            if pinned is not None and pinned.aux is not None:
-                pinned.aux.close()
+            if pinned is not None:
+                for other in [*pinned.threads.values(), *pinned.aux.values()]:
+                    other.close()
             con.close()
 
     def connect(
@@ -273,7 +277,7 @@ class Warehouse:
         if pinned is None and not own and reuse:
             with self._idle_lock:
                 reused, self._idle = self._idle, None
-        con = reused or (connect_catalog() if pinned is None or own else pinned.con)
+        con = reused or (connect_catalog() if pinned is None or own else self._session_con(pinned))
         try:
             tables = pinned.tables if pinned is not None else catalog_tables(con)
             wanted = tables if only is None else [t for t in tables if t[0] == only]
@@ -340,9 +344,13 @@ class Warehouse:
         pinned = self._pinned
         if pinned is None:
             return compute()
-        if key not in pinned.memo:
-            pinned.memo[key] = compute()
-        result: _T = pinned.memo[key]
+        with pinned.lock:
+            if key in pinned.memo:
+                found: _T = pinned.memo[key]
+                return found
+        value = compute()  # not under the lock: another thread's queries go on meanwhile
+        with pinned.lock:
+            result: _T = pinned.memo.setdefault(key, value)
         return result
 
     @contextlib.contextmanager
@@ -352,7 +360,8 @@ class Warehouse:
         What a query under its own DuckDB memory limit runs on (:mod:`tracewh.memory`).
         Outside a session, a new connection, closed at the end. Inside :meth:`session`,
         one connection kept for the whole session (not the session's confined one, whose
-        settings are locked), its views re-pointed only where ``days`` changes the files.
+        settings are locked; one per thread), its views re-pointed only where ``days``
+        changes the files.
         """
         pinned = self._pinned
         if pinned is None:
@@ -362,20 +371,25 @@ class Warehouse:
             finally:
                 con.close()
             return
-        if pinned.aux is None:
-            pinned.aux = connect_catalog()
-            pinned.views[id(pinned.aux)] = {}
+        me = threading.get_ident()
+        with pinned.lock:
+            aux = pinned.aux.get(me)
+        if aux is None:
+            aux = connect_catalog()
             if self.store.remote:
-                pinned.aux.register_filesystem(self.store.filesystem())
+                aux.register_filesystem(self.store.filesystem())
+            with pinned.lock:
+                pinned.views[id(aux)] = {}
+                pinned.aux[me] = aux
         files = select_files({n: pinned.live[n] for n, _ in pinned.tables}, dict(pinned.tables),
                              days=days, since=None)
         try:
-            self._shadow(pinned.aux, files, reset=True, partial=pinned.partial)
+            self._shadow(aux, files, reset=True, partial=pinned.partial)
         except duckdb.Error as exc:
             raise WarehouseError(
                 self.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
             ) from exc
-        yield pinned.aux
+        yield aux
 
     def _partial(self, con: duckdb.DuckDBPyConnection, tables: list[TableInfo]) -> frozenset[str]:
         """The tables to read by column name (older files lack columns): the session's, or
@@ -386,9 +400,33 @@ class Warehouse:
             tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
         )
 
+    def _session_con(self, pinned: _Pinned) -> duckdb.DuckDBPyConnection:
+        """The session's connection of the calling thread (made, confined, on first use)."""
+        me = threading.get_ident()
+        if me == pinned.owner:
+            return pinned.con
+        with pinned.lock:
+            con = pinned.threads.get(me)
+        if con is not None:
+            return con
+        from tracewh.sqlguard import confine
+
+        con = connect_catalog()
+        try:
+            if self.store.remote:
+                con.register_filesystem(self.store.filesystem())
+            confine(con, allowed=self._allowed_dirs())
+        except BaseException:
+            con.close()
+            raise
+        with pinned.lock:
+            pinned.views[id(con)] = {}
+            pinned.threads[me] = con
+        return con
+
     def _release(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Close ``con`` unless it is the session's."""
-        if self._pinned is None or con is not self._pinned.con:
+        """Close ``con`` unless it is one of the session's."""
+        if self._pinned is None or not self._pinned.holds(con):
             con.close()
 
     def _give_back(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -484,7 +522,7 @@ class Warehouse:
         from tracewh.sqlguard import check_read_only, confine
 
         check_read_only(con, query)
-        if self._pinned is None or con is not self._pinned.con:
+        if self._pinned is None or not self._pinned.holds(con):
             confine(con, allowed=self._allowed_dirs())
 
     def _allowed_dirs(self) -> list[str]:
@@ -1158,8 +1196,17 @@ class _Pinned:
     # per connection of the session (by id): the files each of its raw_<table> views reads
     # now (None: unknown; absent or (): the empty placeholder)
     views: dict[int, dict[str, tuple[str, ...] | None]] = _field(default_factory=dict)
-    aux: duckdb.DuckDBPyConnection | None = None  # see Warehouse.connection
     memo: dict[Hashable, Any] = _field(default_factory=dict)  # see Warehouse.memoized
+    owner: int = 0  # the thread that opened the session: it queries on `con`
+    # other threads' confined connections, and each thread's one of Warehouse.connection
+    threads: dict[int, duckdb.DuckDBPyConnection] = _field(default_factory=dict)
+    aux: dict[int, duckdb.DuckDBPyConnection] = _field(default_factory=dict)
+    lock: threading.Lock = _field(default_factory=threading.Lock)
+
+    def holds(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Whether ``con`` is one of the session's confined connections."""
+        with self.lock:
+            return con is self.con or any(c is con for c in self.threads.values())
 
 
 def _macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

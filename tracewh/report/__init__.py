@@ -13,6 +13,7 @@ they use (:class:`~tracewh.report.source.WarehouseLike`).
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,13 @@ from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
-from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
+from tracewh.report.source import (
+    WarehouseLike,
+    collect_diff,
+    collect_history,
+    collect_roofline,
+    collect_run,
+)
 from tracewh.runsel import RunSelector
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
@@ -78,14 +85,19 @@ def build_report(
     >>> build_report(Warehouse("wh"), "reports/latest", compare="5e69")  # doctest: +SKIP
     """
     # the charts of each group of sections render (threads, outside the GIL) while the
-    # next group's queries run
-    with ChartRenderer() as renderer:
-        data = collect_run(wh, run, threshold_ns=threshold_ns)
+    # next group's queries run; the two largest queries (the roofline, the history's
+    # change points) run beside the run's own (a connection of their own in a session)
+    with ChartRenderer() as renderer, ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
+        ref = wh.resolve_run(run)
+        roofline = side.submit(collect_roofline, wh, ref)
+        history = side.submit(collect_history, wh, since=since, run=ref.run_id)
+        data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
+        data.roofline = roofline.result()
         sections = run_sections(data)
         renderer.add(sections)
         sections.append(modules_section(collect_modules(wh, data.ref or data.run_id)))
         sections.append(memory_section(collect_memory(wh, data.ref or data.run_id)))
-        sections += history_sections(collect_history(wh, since=since, run=data.run_id))
+        sections += history_sections(history.result())
         if compare is not None:
             other = wh.resolve_run(compare).run_id
             sections.append(diff_section(collect_diff(wh, other, data.run_id, level=level),

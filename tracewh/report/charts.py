@@ -9,14 +9,15 @@ metrics themselves are defined once, in the SQL views.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar, cast
 
 import altair as alt
 import polars as pl
-from altair.utils.schemapi import debug_mode
 
 from tracewh.textsafe import escape_nested
 
@@ -43,10 +44,32 @@ def unvalidated(build: _F) -> _F:
 
     @functools.wraps(build)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with debug_mode(False):
+        with no_validation():
             return build(*args, **kwargs)
 
     return cast("_F", wrapper)
+
+
+_DEBUG_LOCK = threading.Lock()
+_DEBUG_USERS: list[bool] = []  # one entry per builder running (any thread); [0]: the mode before
+
+
+@contextlib.contextmanager
+def no_validation() -> Iterator[None]:
+    """Altair's debug mode off while any builder runs (threads build pages side by side):
+    the first to start turns it off, the last to finish puts back what it was."""
+    from altair.utils import schemapi
+
+    with _DEBUG_LOCK:
+        _DEBUG_USERS.append(schemapi.DEBUG_MODE if not _DEBUG_USERS else _DEBUG_USERS[0])
+        schemapi.DEBUG_MODE = False
+    try:
+        yield
+    finally:
+        with _DEBUG_LOCK:
+            before = _DEBUG_USERS.pop()
+            if not _DEBUG_USERS:
+                schemapi.DEBUG_MODE = before
 
 
 class Chart(alt.Chart):

@@ -15,6 +15,7 @@ Pages load ``assets/vega.js`` with a classic ``<script src>`` (works from
 from __future__ import annotations
 
 import html
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,24 +83,21 @@ def build_site(
     folder = Path(out)
     n_charts = 0
     rows: list[dict[str, Any]] = []
-    with atomic_dir(folder) as tmp:
+    with atomic_dir(folder) as tmp, ThreadPoolExecutor(PAGE_WORKERS, thread_name_prefix="tracewh-page") as pool:
+        # the history's queries and the run pages', side by side (DuckDB runs outside the
+        # GIL; in a session each thread queries on a connection of its own)
+        hist = pool.submit(collect_history, wh, since=since, run=run_ids[0] if run_ids else None)
+        built = pool.map(lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns), run_ids)
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
         pages: list[Path] = []
-        for run_id in run_ids:
-            data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
-            secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id)),
-                    memory_section(collect_memory(wh, data.ref or run_id))]
-            body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
-            n_charts += _append_sections(body, secs)
+        for run_id, (text, n, row) in zip(run_ids, built, strict=True):
+            n_charts += n
             name = f"run-{run_id}.html"
-            (tmp / name).write_text(_page(f"run {run_id}", body), encoding="utf-8")
+            (tmp / name).write_text(text, encoding="utf-8")
             pages.append(tmp / name)
-            spark = charts.sparkline(data.steps)
-            rows.append({**{k: data.meta.get(k) for k in ("file_name", "day", "rank", "device_name",
-                                                           "n_gpu_ops", "n_steps")},
-                         "run_id": run_id, "spark": render.spec(spark) if spark is not None else None})
-        history = history_sections(collect_history(wh, since=since, run=run_ids[0] if run_ids else None))
+            rows.append(row)
+        history = history_sections(hist.result())
         body = [_nav(), "<h1>History</h1>"]
         n_charts += _append_sections(body, history)
         (tmp / "history.html").write_text(_page("history", body), encoding="utf-8")
@@ -115,6 +113,24 @@ def build_site(
         pages += [tmp / "index.html", tmp / "history.html", tmp / "diff.html"]
     final = [folder.absolute() / p.relative_to(tmp) for p in pages]
     return SiteResult(folder.absolute(), final, n_charts)
+
+
+#: Threads building run pages (and the history) side by side.
+PAGE_WORKERS = 2
+
+
+def _run_page(wh: WarehouseLike, run_id: str, *, threshold_ns: int) -> tuple[str, int, dict[str, Any]]:
+    """A run's page: its HTML, its number of charts and its row of the index."""
+    data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
+    secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id)),
+            memory_section(collect_memory(wh, data.ref or run_id))]
+    body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
+    n = _append_sections(body, secs)
+    spark = charts.sparkline(data.steps)
+    row = {**{k: data.meta.get(k) for k in ("file_name", "day", "rank", "device_name",
+                                            "n_gpu_ops", "n_steps")},
+           "run_id": run_id, "spark": render.spec(spark) if spark is not None else None}
+    return _page(f"run {run_id}", body), n, row
 
 
 def _nav() -> str:

@@ -173,12 +173,12 @@ def collect_run(
         rank_kernels=rank_kernels,
         rank_imbalance=rank_imbalance,
         rank_stragglers=rank_stragglers,
-        roofline=_roofline(wh, ref) if roofline else None,
+        roofline=collect_roofline(wh, ref) if roofline else None,
         ref=ref,
     )
 
 
-def _roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
+def collect_roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
     """``Warehouse.roofline`` of the run, or ``None`` where the warehouse has none."""
     method = getattr(wh, "roofline", None)
     if method is None:
