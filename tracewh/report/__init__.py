@@ -29,6 +29,7 @@ from tracewh.report.source import (
     collect_history,
     collect_roofline,
     collect_run,
+    one_snapshot,
 )
 from tracewh.runsel import RunSelector
 
@@ -87,7 +88,8 @@ def build_report(
     # the charts of each group of sections render (threads, outside the GIL) while the
     # next group's queries run; the two largest queries (the roofline, the history's
     # change points) run beside the run's own (a connection of their own in a session)
-    with ChartRenderer() as renderer, ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
+    with one_snapshot(wh), ChartRenderer() as renderer, \
+            ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
         roofline = side.submit(collect_roofline, wh, ref)
         history = side.submit(collect_history, wh, since=since, run=ref.run_id)

@@ -32,7 +32,13 @@ from tracewh.report.sections import (
     run_sections,
     summary_table,
 )
-from tracewh.report.source import WarehouseLike, collect_diff, collect_history, collect_run
+from tracewh.report.source import (
+    WarehouseLike,
+    collect_diff,
+    collect_history,
+    collect_run,
+    one_snapshot,
+)
 
 BUNDLE = "assets/vega.js"
 
@@ -76,6 +82,14 @@ def build_site(
     -------
     SiteResult
     """
+    with one_snapshot(wh):  # the pages are built in threads: one session for all of them
+        return _build_site(wh, out, runs=runs, limit=limit, since=since, threshold_ns=threshold_ns)
+
+
+def _build_site(
+    wh: WarehouseLike, out: str | Path, *, runs: list[str] | None, limit: int, since: str | None,
+    threshold_ns: int,
+) -> SiteResult:
     if runs:
         run_ids = list(dict.fromkeys(wh.resolve_run(s).run_id for s in runs))
     else:

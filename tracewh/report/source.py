@@ -12,7 +12,8 @@ there is no history data.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import contextlib
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -99,6 +100,21 @@ class RunData:
     extra: dict[str, Any] = field(default_factory=dict)
     roofline: pl.DataFrame | None = None  # Warehouse.roofline rows; None: not collected
     ref: Any = None  # the resolved run (a RunRef): later queries of the run pass it
+
+
+@contextlib.contextmanager
+def one_snapshot(wh: WarehouseLike) -> Iterator[None]:
+    """Inside ``wh.session()`` (one snapshot and a connection per thread) where it has one.
+
+    A report queries from more than one thread: its sessions must be opened by one (a
+    query's own nested session, as ``changes`` opens, then reuses the outer one).
+    """
+    session = getattr(wh, "session", None)
+    if session is None:
+        yield
+        return
+    with session():
+        yield
 
 
 def collect_run(
