@@ -6,6 +6,7 @@ import datetime as dt
 import threading
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tracewh.api import Warehouse
@@ -97,3 +98,70 @@ def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) ->
     assert wh._pinned is None
     with pytest.raises(Exception):  # noqa: B017 - closed with the session
         aux.execute("SELECT 1")
+
+
+class _Counting:
+    """A connection that counts the statements defining or dropping ``raw_*`` objects."""
+
+    def __init__(self, con: object) -> None:
+        self.con = con
+        self.ddl = 0
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.startswith(("CREATE OR REPLACE TEMP", "DROP ")):
+            self.ddl += 1
+        return self.con.execute(sql, *args)  # type: ignore[attr-defined]
+
+    def register(self, *args: object) -> object:
+        return self.con.register(*args)  # type: ignore[attr-defined]
+
+    def unregister(self, *args: object) -> object:
+        return self.con.unregister(*args)  # type: ignore[attr-defined]
+
+
+def test_shadowing_again_over_the_same_files_defines_nothing(tmp_path: Path) -> None:
+    """shadow_files keeps a view whose files did not change; any change (other files, no
+    file, a failed call half-way) gives the same rows as a fresh connection."""
+    from tracewh.db import catalog_tables, connect_catalog, shadow_files
+
+    a, b = _trace(tmp_path, 5, 15), _trace(tmp_path, 6, 16)
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([a, b]).ok
+    ref_a, ref_b = (wh.resolve_run(f"file_name={p.name}") for p in (a, b))
+    raw = connect_catalog()
+    con = _Counting(raw)
+    tables = catalog_tables(raw)
+    day_a = wh.store.snapshot_files(days={ref_a.day}, tables=tables)
+    day_b = wh.store.snapshot_files(days={ref_b.day}, tables=tables)
+    none = {n: [] for n, _ in tables}
+
+    def count() -> list[tuple[object, ...]]:
+        return raw.execute(
+            "SELECT (SELECT count(*) FROM raw_gpu_ops), (SELECT count(*) FROM raw_events), "
+            "(SELECT count(*) FROM raw_runs)"
+        ).fetchall()
+
+    def fresh(files: dict[str, list[str]]) -> list[tuple[object, ...]]:
+        other = connect_catalog()
+        shadow_files(other, files, reset=True)
+        got = other.execute(
+            "SELECT (SELECT count(*) FROM raw_gpu_ops), (SELECT count(*) FROM raw_events), "
+            "(SELECT count(*) FROM raw_runs)"
+        ).fetchall()
+        other.close()
+        return got
+
+    shadow_files(con, day_a, reset=True)  # type: ignore[arg-type]
+    first = con.ddl
+    assert first > 0 and count() == fresh(day_a)
+    shadow_files(con, day_a, reset=True)  # type: ignore[arg-type]
+    assert con.ddl == first  # nothing defined again
+    for files in (day_b, none, day_a, none, day_b):
+        shadow_files(con, files, reset=True)  # type: ignore[arg-type]
+        assert count() == fresh(files)
+    with pytest.raises(duckdb.Error):  # half-way: the state is unknown, all defined again
+        shadow_files(con, {**day_a, "gpu_ops": [str(tmp_path / "gone.parquet")]}, reset=True)  # type: ignore[arg-type]
+    before = con.ddl
+    shadow_files(con, day_b, reset=True)  # type: ignore[arg-type]
+    assert con.ddl > before and count() == fresh(day_b)
+    raw.close()

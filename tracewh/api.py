@@ -291,8 +291,11 @@ class Warehouse:
                 raise EmptyWarehouseError(self.root)
             if self.store.remote and (pinned is None or own) and reused is None:
                 con.register_filesystem(self.store.filesystem())
-            if reused is not None:  # the previous call's views go back to the placeholders
-                files = {n: files.get(n, []) for n, _ in tables}
+            if reused is not None:
+                # the previous call's views of the wanted tables go back to the placeholders
+                # where the snapshot has no file; the others stay as they are (only
+                # _run_conn reuses, and it points every table at its snapshot next)
+                files = {n: files.get(n, []) for n, _ in wanted}
             try:
                 self._shadow(con, files, reset=(pinned is not None and not own) or reused is not None,
                              partial=partial)

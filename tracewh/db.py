@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -315,6 +316,11 @@ def connect_catalog(
     return con
 
 
+#: the connection variable in which :func:`shadow_files` keeps what it defined
+_SHADOWED = "tw_shadowed"
+_UNKNOWN = "unknown"
+
+
 def shadow_files(
     con: duckdb.DuckDBPyConnection,
     files: Mapping[str, Sequence[str]],
@@ -338,6 +344,16 @@ def shadow_files(
     nulls = {str(name): str(null_list) for name, _, null_list, _ in rows}
     from_files = {str(name): str(f) for name, _, _, f in rows}
     selects = {str(name): str(select_list) for name, select_list, _, _ in rows}
+    # what each raw_<table> of this connection points at now (its view's SQL, "" for an
+    # Arrow table; absent: the placeholder), kept in a connection variable: a view that
+    # would be defined again over the same files is kept, which spares a reused
+    # connection ~20 DDL statements (and their footer reads) per call
+    held = con.execute(f"SELECT getvariable('{_SHADOWED}')").fetchall()[0][0]
+    # unknown (a previous call failed half-way): every view is defined again
+    known = held != _UNKNOWN
+    shadowed: dict[str, str] = json.loads(held) if held and known else {}
+    now = dict(shadowed)
+    con.execute(f"SET VARIABLE {_SHADOWED} = {sql_string(_UNKNOWN)}")
     for name, select_list in selects.items():
         paths = list(files.get(name, ()))
         if name in tables:
@@ -347,13 +363,20 @@ def shadow_files(
                 f"SELECT {select_list} FROM __arrow_{name}"
             )
             con.unregister(f"__arrow_{name}")
+            now[name] = ""  # a table, not a view: defined again whatever comes next
         elif not paths:
-            if reset and name in files:
-                con.execute(f"DROP VIEW IF EXISTS temp.raw_{name}")
+            if reset and name in files and (name in now or not known):
+                kind = "TABLE" if now.pop(name, None) == "" else "VIEW"
+                con.execute(f"DROP {kind} IF EXISTS temp.raw_{name}")
         else:
             sql = files_sql(from_files[name], paths,
                             null_list=nulls[name] if name in partial else None)
-            con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{name} AS {sql}")
+            if now.get(name) != sql or not known:
+                if now.get(name) == "":
+                    con.execute(f"DROP TABLE IF EXISTS temp.raw_{name}")
+                con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{name} AS {sql}")
+                now[name] = sql
+    con.execute(f"SET VARIABLE {_SHADOWED} = {sql_string(json.dumps(now))}")
 
 
 def connect_tables(

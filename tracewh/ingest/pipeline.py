@@ -633,9 +633,11 @@ def _step_warnings(options: IngestOptions, found: int) -> list[str]:
     return []
 
 
-#: GPU ops per slice of the ``gpu_ops`` output (bounds the output join's memory; at
-#: 16k the 1 GB trace's output peaked ~45 MB higher, 0.3 s faster).
-GPU_SLICE_ROWS = 8_192
+#: GPU ops per slice of the ``gpu_ops`` output (bounds the output join's memory, which
+#: grows faster than the slice: on the 1 GB real H100 tile a slice's COPY added ~100 MB of
+#: RSS at 8192, ~25 MB at 2048; at 4096 the output stays under the linkage's peak, same
+#: CPU as at 8192; at 16k it peaked ~45 MB higher than at 8192, 0.3 s faster).
+GPU_SLICE_ROWS = 4_096
 
 
 @dataclass(frozen=True)
