@@ -1,8 +1,14 @@
 -- Ingest-time derivations over one run's staging tables (s_ev, s_gev, s_gpu, s_py,
 -- s_inst, s_cnt, s_flow, s_thr; s_ev holds the GPU ops of s_gev too; timestamps
 -- still relative to baseTimeNanoseconds).
--- Not an analysis view: run by tracewh.ingest for each trace, in one DuckDB
--- connection that spills to disk, so linkage stays within bounded memory.
+-- Not an analysis view: run by tracewh.ingest for each trace (or once for a group of
+-- tiny traces), in one DuckDB connection that spills to disk, so linkage stays within
+-- bounded memory.
+--
+-- file_no: the trace of a staged row (0 for a single trace; tiny traces ingested together
+-- are staged side by side, their event indices offset so event_index is unique across
+-- them). Every match on a trace's values (pid/tid, correlation, flow and External ids,
+-- steps, captures) is within one file_no; event_index joins need no file key.
 --
 -- t_opts   one row: the ingest's options (step_marker: the --step-marker pattern or NULL)
 -- t_steps  one row per step: ProfilerStep#N span (the longest per N), or step marker span
@@ -45,10 +51,10 @@
 -- in start order.
 CREATE OR REPLACE TEMP TABLE t_steps AS
 WITH profiler AS (
-    SELECT DISTINCT ON (step) step, name, pid, tid, ts_ns, dur_ns
+    SELECT DISTINCT ON (file_no, step) file_no, step, name, pid, tid, ts_ns, dur_ns
     FROM (
         SELECT TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS BIGINT) AS step,
-               name, pid, tid, ts_ns, dur_ns, event_index
+               file_no, name, pid, tid, ts_ns, dur_ns, event_index
         FROM s_ev
         WHERE name LIKE 'ProfilerStep#%'
           AND coalesce(cat, '') NOT IN ('gpu_user_annotation')
@@ -56,12 +62,12 @@ WITH profiler AS (
           AND (SELECT step_marker FROM t_opts) IS NULL
     )
     WHERE step IS NOT NULL
-    ORDER BY step, dur_ns DESC, event_index
+    ORDER BY file_no, step, dur_ns DESC, event_index
 ),
 marked AS (
-    SELECT e.name, e.pid, e.tid, e.ts_ns, e.dur_ns, e.event_index,
+    SELECT e.file_no, e.name, e.pid, e.tid, e.ts_ns, e.dur_ns, e.event_index,
            max(e.ts_ns + e.dur_ns) OVER (
-               PARTITION BY e.pid, e.tid ORDER BY e.ts_ns, e.dur_ns DESC, e.event_index
+               PARTITION BY e.file_no, e.pid, e.tid ORDER BY e.ts_ns, e.dur_ns DESC, e.event_index
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS outer_end
     FROM s_ev e, t_opts o
     WHERE o.step_marker IS NOT NULL AND e.cat IN ('cpu_op', 'user_annotation', 'Operator')
@@ -70,17 +76,18 @@ marked AS (
 )
 SELECT * FROM profiler
 UNION ALL
-SELECT row_number() OVER (ORDER BY ts_ns, event_index) - 1, name, pid, tid, ts_ns, dur_ns
+SELECT file_no, row_number() OVER (PARTITION BY file_no ORDER BY ts_ns, event_index) - 1,
+       name, pid, tid, ts_ns, dur_ns
 FROM marked
 WHERE outer_end IS NULL OR outer_end < ts_ns + dur_ns;
 
 CREATE OR REPLACE TEMP TABLE t_rt AS
-SELECT event_index, name, pid, tid, ts_ns, dur_ns, correlation, external_id
+SELECT file_no, event_index, name, pid, tid, ts_ns, dur_ns, correlation, external_id
 FROM s_ev
 WHERE cat IN ('cuda_runtime', 'cuda_driver', 'Runtime', 'mtia_runtime', 'hip_runtime');
 
 CREATE OR REPLACE TEMP TABLE t_gpu0 AS
-SELECT event_index, cat, name, pid, tid, ts_ns, correlation, external_id
+SELECT file_no, event_index, cat, name, pid, tid, ts_ns, correlation, external_id
 FROM s_gev
 WHERE cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'Kernel', 'Memcpy', 'Memset', 'mtia_ccp_events');
 
@@ -89,10 +96,10 @@ CREATE OR REPLACE TEMP TABLE t_by_corr AS
 SELECT g.event_index AS gpu_index, r.event_index AS launch_index
 FROM t_gpu0 g
 JOIN (
-    SELECT DISTINCT ON (correlation) correlation, event_index
+    SELECT DISTINCT ON (file_no, correlation) file_no, correlation, event_index
     FROM t_rt WHERE correlation IS NOT NULL
-    ORDER BY correlation, ts_ns, event_index
-) r ON g.correlation = r.correlation;
+    ORDER BY file_no, correlation, ts_ns, event_index
+) r ON g.file_no = r.file_no AND g.correlation = r.correlation;
 
 -- 2. flow arrows: 'f' bound to the GPU op (same track and start), 's' with the same id
 --    bound to the runtime call (same track and start)
@@ -100,10 +107,11 @@ CREATE OR REPLACE TEMP TABLE t_by_flow AS
 SELECT DISTINCT ON (g.event_index) g.event_index AS gpu_index, r.event_index AS launch_index
 FROM t_gpu0 g
 ANTI JOIN t_by_corr c ON c.gpu_index = g.event_index
-JOIN s_flow f ON f.ph = 'f' AND f.pid = g.pid AND f.tid = g.tid AND f.ts_ns = g.ts_ns
+JOIN s_flow f ON f.ph = 'f' AND f.file_no = g.file_no AND f.pid = g.pid AND f.tid = g.tid AND f.ts_ns = g.ts_ns
              AND f.cat IN ('ac2g', 'async_gpu', 'async_cpu_to_gpu')
-JOIN s_flow s ON s.ph = 's' AND s.flow_id = f.flow_id AND s.cat = f.cat
-JOIN t_rt r ON r.pid = s.pid AND r.tid = s.tid AND r.ts_ns = s.ts_ns
+JOIN s_flow s ON s.ph = 's' AND s.file_no = f.file_no AND s.flow_id = f.flow_id
+             AND s.cat = f.cat
+JOIN t_rt r ON r.file_no = s.file_no AND r.pid = s.pid AND r.tid = s.tid AND r.ts_ns = s.ts_ns
 ORDER BY g.event_index, r.event_index;
 
 -- 3. External id: the latest runtime call with the same External id starting before the op
@@ -116,7 +124,7 @@ FROM (
       AND event_index NOT IN (SELECT gpu_index FROM t_by_flow)
 ) g
 ASOF JOIN (SELECT * FROM t_rt WHERE external_id IS NOT NULL AND ts_ns IS NOT NULL) r
-    ON g.external_id = r.external_id AND g.ts_ns >= r.ts_ns;
+    ON g.file_no = r.file_no AND g.external_id = r.external_id AND g.ts_ns >= r.ts_ns;
 
 CREATE OR REPLACE TEMP TABLE t_gpu AS
 SELECT g.event_index,
@@ -137,7 +145,7 @@ LEFT JOIN t_by_ext x ON x.gpu_index = g.event_index;
 -- enclose a call starting at t, and one starting at t does.
 -- CPU operators: aten-level `cpu_op` (legacy `Operator`); annotations are apart (t_ann)
 CREATE OR REPLACE TEMP TABLE t_cpu AS
-SELECT event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns
+SELECT file_no, event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns
 FROM s_ev
 WHERE cat IN ('cpu_op', 'Operator')
   AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
@@ -145,7 +153,7 @@ WHERE cat IN ('cpu_op', 'Operator')
 
 -- user annotations (record_function), but the ProfilerStep#N spans (steps have their column)
 CREATE OR REPLACE TEMP TABLE t_ann AS
-SELECT event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
+SELECT file_no, event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
 FROM s_ev
 WHERE cat = 'user_annotation'
   AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL
@@ -153,7 +161,8 @@ WHERE cat = 'user_annotation'
 
 -- the nn.Module spans (python_function `nn.Module: X`), names without the prefix
 CREATE OR REPLACE TEMP TABLE t_mod AS
-SELECT event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns, substr(name, 12) AS name
+SELECT file_no, event_index, pid, tid, ts_ns, ts_ns + dur_ns AS end_ns,
+       substr(name, 12) AS name
 FROM s_py
 WHERE starts_with(name, 'nn.Module: ')
   AND dur_ns > 0 AND ts_ns IS NOT NULL AND pid IS NOT NULL AND tid IS NOT NULL;
@@ -171,29 +180,32 @@ FROM (SELECT DISTINCT name FROM t_rt WHERE name IS NOT NULL);
 -- nodes, in launch order (what a replay of the graph runs, in that order)
 CREATE OR REPLACE TEMP TABLE t_capture AS
 WITH b AS (
-    SELECT r.event_index, r.pid, r.tid, r.ts_ns, n.begins_capture AS is_begin,
+    SELECT r.file_no, r.event_index, r.pid, r.tid, r.ts_ns, n.begins_capture AS is_begin,
            lead(r.ts_ns) OVER w AS next_ts, lead(n.begins_capture) OVER w AS next_begin
     FROM t_rt r
     JOIN t_rt_names n ON n.name = r.name AND (n.begins_capture OR n.ends_capture)
     WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
-    WINDOW w AS (PARTITION BY r.pid, r.tid ORDER BY r.ts_ns, r.event_index)
+    WINDOW w AS (PARTITION BY r.file_no, r.pid, r.tid ORDER BY r.ts_ns, r.event_index)
 )
-SELECT row_number() OVER (ORDER BY ts_ns, event_index) AS capture, pid, tid,
+SELECT file_no, row_number() OVER (PARTITION BY file_no ORDER BY ts_ns, event_index) AS capture,
+       pid, tid,
        ts_ns AS begin_ns, next_ts AS end_ns
 FROM b
 WHERE is_begin AND NOT next_begin;
 
 CREATE OR REPLACE TEMP TABLE t_captured AS
-SELECT c.capture, c.begin_ns, r.event_index AS launch_index, r.name, r.ts_ns, n.launch_kind,
-       row_number() OVER (PARTITION BY c.capture ORDER BY r.ts_ns, r.event_index) AS position
+SELECT c.file_no, c.capture, c.begin_ns, r.event_index AS launch_index, r.name, r.ts_ns,
+       n.launch_kind,
+       row_number() OVER (PARTITION BY c.file_no, c.capture ORDER BY r.ts_ns, r.event_index)
+           AS position
 FROM t_capture c
-JOIN t_rt r ON r.pid = c.pid AND r.tid = c.tid AND r.ts_ns > c.begin_ns AND r.ts_ns < c.end_ns
+JOIN t_rt r ON r.file_no = c.file_no AND r.pid = c.pid AND r.tid = c.tid AND r.ts_ns > c.begin_ns AND r.ts_ns < c.end_ns
 JOIN t_rt_names n ON n.name = r.name
 WHERE n.launch_kind IN ('kernel', 'memcpy', 'memset');
 
 -- the launches to attribute: those linked to GPU ops and those recorded in a capture
 CREATE OR REPLACE TEMP TABLE t_launch0 AS
-SELECT r.event_index AS launch_index, r.pid, r.tid, r.ts_ns, 2 * r.ts_ns + 1 AS qk
+SELECT r.file_no, r.event_index AS launch_index, r.pid, r.tid, r.ts_ns, 2 * r.ts_ns + 1 AS qk
 FROM t_rt r
 WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
   AND (r.event_index IN (SELECT launch_index FROM t_gpu WHERE launch_index IS NOT NULL)
@@ -205,30 +217,30 @@ WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
 -- operator), m (module span), a (user annotation), l (launch). The running sum of a kind
 -- at a start of that kind is its level; at a launch, the depth there. End rows are dropped.
 CREATE OR REPLACE TEMP TABLE t_sweep AS
-SELECT pid, tid, k, kind, event_index, end_ns, depth_o, depth_m, depth_a
+SELECT file_no, pid, tid, k, kind, event_index, end_ns, depth_o, depth_m, depth_a
 FROM (
     SELECT *,
            sum(CASE WHEN kind = 'o' THEN d ELSE 0 END) OVER w AS depth_o,
            sum(CASE WHEN kind = 'm' THEN d ELSE 0 END) OVER w AS depth_m,
            sum(CASE WHEN kind = 'a' THEN d ELSE 0 END) OVER w AS depth_a
     FROM (
-        SELECT pid, tid, 2 * ts_ns + 1 AS k, 'o' AS kind, false AS launch, 1 AS d,
+        SELECT file_no, pid, tid, 2 * ts_ns + 1 AS k, 'o' AS kind, false AS launch, 1 AS d,
                end_ns AS o, event_index, end_ns
         FROM t_cpu
         UNION ALL
-        SELECT pid, tid, 2 * end_ns, 'o', false, -1, 0, NULL, NULL FROM t_cpu
+        SELECT file_no, pid, tid, 2 * end_ns, 'o', false, -1, 0, NULL, NULL FROM t_cpu
         UNION ALL
-        SELECT pid, tid, 2 * ts_ns + 1, 'm', false, 1, end_ns, event_index, end_ns FROM t_mod
+        SELECT file_no, pid, tid, 2 * ts_ns + 1, 'm', false, 1, end_ns, event_index, end_ns FROM t_mod
         UNION ALL
-        SELECT pid, tid, 2 * end_ns, 'm', false, -1, 0, NULL, NULL FROM t_mod
+        SELECT file_no, pid, tid, 2 * end_ns, 'm', false, -1, 0, NULL, NULL FROM t_mod
         UNION ALL
-        SELECT pid, tid, 2 * ts_ns + 1, 'a', false, 1, end_ns, event_index, end_ns FROM t_ann
+        SELECT file_no, pid, tid, 2 * ts_ns + 1, 'a', false, 1, end_ns, event_index, end_ns FROM t_ann
         UNION ALL
-        SELECT pid, tid, 2 * end_ns, 'a', false, -1, 0, NULL, NULL FROM t_ann
+        SELECT file_no, pid, tid, 2 * end_ns, 'a', false, -1, 0, NULL, NULL FROM t_ann
         UNION ALL
-        SELECT pid, tid, qk, 'l', true, 0, 0, launch_index, NULL FROM t_launch0
+        SELECT file_no, pid, tid, qk, 'l', true, 0, 0, launch_index, NULL FROM t_launch0
     )
-    WINDOW w AS (PARTITION BY pid, tid ORDER BY k, launch, o DESC, event_index
+    WINDOW w AS (PARTITION BY file_no, pid, tid ORDER BY k, launch, o DESC, event_index
                  ROWS UNBOUNDED PRECEDING)
 )
 WHERE d >= 0;
@@ -241,17 +253,20 @@ SELECT l.event_index AS launch_index, l0.ts_ns,
 FROM (FROM t_sweep WHERE kind = 'l') l
 JOIN t_launch0 l0 ON l0.launch_index = l.event_index
 ASOF LEFT JOIN (FROM t_sweep WHERE kind = 'o') o
-    ON o.pid = l.pid AND o.tid = l.tid AND o.depth_o = l.depth_o AND l.k >= o.k
+    ON o.file_no = l.file_no AND o.pid = l.pid AND o.tid = l.tid
+       AND o.depth_o = l.depth_o AND l.k >= o.k
 ASOF LEFT JOIN (FROM t_sweep WHERE kind = 'm') m
-    ON m.pid = l.pid AND m.tid = l.tid AND m.depth_m = l.depth_m AND l.k >= m.k
+    ON m.file_no = l.file_no AND m.pid = l.pid AND m.tid = l.tid
+       AND m.depth_m = l.depth_m AND l.k >= m.k
 ASOF LEFT JOIN (FROM t_sweep WHERE kind = 'a') a
-    ON a.pid = l.pid AND a.tid = l.tid AND a.depth_a = l.depth_a AND l.k >= a.k;
+    ON a.file_no = l.file_no AND a.pid = l.pid AND a.tid = l.tid
+       AND a.depth_a = l.depth_a AND l.k >= a.k;
 
 -- module spans (m) and annotations (a): each one's enclosing span of its kind (the last one
 -- of that kind started one level up)
 CREATE OR REPLACE TEMP TABLE t_span_parent AS
 WITH s AS (
-    SELECT kind, pid, tid, k, event_index, end_ns,
+    SELECT kind, file_no, pid, tid, k, event_index, end_ns,
            CASE kind WHEN 'm' THEN depth_m ELSE depth_a END AS lvl
     FROM t_sweep WHERE kind IN ('m', 'a')
 )
@@ -259,7 +274,7 @@ SELECT c.kind, c.event_index,
        CASE WHEN p.end_ns > (c.k - 1) // 2 THEN p.event_index END AS parent_index
 FROM s c
 ASOF LEFT JOIN s p
-    ON p.kind = c.kind AND p.pid = c.pid AND p.tid = c.tid AND p.lvl = c.lvl - 1 AND c.k >= p.k;
+    ON p.kind = c.kind AND p.file_no = c.file_no AND p.pid = c.pid AND p.tid = c.tid AND p.lvl = c.lvl - 1 AND c.k >= p.k;
 
 CREATE OR REPLACE TEMP TABLE t_span AS
 SELECT 'm' AS kind, * FROM t_mod UNION ALL SELECT 'a', * FROM t_ann;
@@ -277,17 +292,17 @@ WITH RECURSIVE tree(event_index, parent_index, depth, path) AS (
     JOIN tree ON c.parent_index = tree.event_index
     JOIN t_span m ON m.event_index = c.event_index
 )
-SELECT m.kind, m.event_index, m.pid, m.tid, m.ts_ns, m.end_ns - m.ts_ns AS dur_ns, m.name,
+SELECT m.kind, m.file_no, m.event_index, m.pid, m.tid, m.ts_ns, m.end_ns - m.ts_ns AS dur_ns, m.name,
        t.path, CAST(t.depth AS BIGINT) AS depth, t.parent_index AS parent_event_index
 FROM tree t JOIN t_span m USING (event_index);
 
 CREATE OR REPLACE TEMP TABLE t_mod_tree AS
-SELECT event_index, pid, tid, ts_ns, dur_ns, name, path AS module_path, depth,
+SELECT file_no, event_index, pid, tid, ts_ns, dur_ns, name, path AS module_path, depth,
        parent_event_index
 FROM t_span_tree WHERE kind = 'm';
 
 CREATE OR REPLACE TEMP TABLE t_ann_tree AS
-SELECT event_index, pid, tid, ts_ns, dur_ns, name, path AS annotation_path, depth,
+SELECT file_no, event_index, pid, tid, ts_ns, dur_ns, name, path AS annotation_path, depth,
        parent_event_index
 FROM t_span_tree WHERE kind = 'a';
 
@@ -327,7 +342,7 @@ FROM (SELECT DISTINCT cat, name FROM t_gpu0);
 
 -- the CPU operators that enclose a launch (a small build side for 21_out_gpu_ops.sql)
 CREATE OR REPLACE TEMP TABLE t_op AS
-SELECT e.event_index, e.name, e.ts_ns, e.dur_ns, e.external_id,
+SELECT e.file_no, e.event_index, e.name, e.ts_ns, e.dur_ns, e.external_id,
        CAST(json_extract(e.args_json, '$."Input Dims"') AS VARCHAR) AS input_dims
 FROM s_ev e
 SEMI JOIN t_launch l ON l.op_index = e.event_index;
@@ -335,7 +350,7 @@ SEMI JOIN t_launch l ON l.op_index = e.event_index;
 -- the nodes of each captured graph (the graph_nodes table), with what recorded them; the
 -- launch's own args (its "kernel" name) are read for the captured launches only
 CREATE OR REPLACE TEMP TABLE t_graph_nodes AS
-SELECT c.capture, c.begin_ns AS capture_ts_ns, c.position, c.launch_index AS launch_event_index,
+SELECT c.file_no, c.capture, c.begin_ns AS capture_ts_ns, c.position, c.launch_index AS launch_event_index,
        c.name AS launch_name, c.launch_kind, c.ts_ns AS launch_ts_ns, k.kernel_name,
        o.name AS op_name, o.ts_ns AS op_ts_ns, o.external_id AS op_external_id,
        o.input_dims AS op_input_dims, mp.path AS module_path,
@@ -353,7 +368,8 @@ LEFT JOIN t_paths ap ON ap.path_id = l.annotation_path_id;
 -- the place of each GPU op (its launch's start where linked) and its ProfilerStep,
 -- computed on narrow rows so the output query only needs small hash joins
 CREATE OR REPLACE TEMP TABLE t_gpu_place AS
-SELECT g.event_index, g.launch_index, g.link_method, coalesce(r.ts_ns, g0.ts_ns) AS place_ts
+SELECT g0.file_no, g.event_index, g.launch_index, g.link_method,
+       coalesce(r.ts_ns, g0.ts_ns) AS place_ts
 FROM t_gpu g
 JOIN t_gpu0 g0 USING (event_index)
 LEFT JOIN t_rt r ON r.event_index = g.launch_index;
@@ -361,7 +377,7 @@ LEFT JOIN t_rt r ON r.event_index = g.launch_index;
 CREATE OR REPLACE TEMP TABLE t_gpu_step AS
 SELECT p.event_index, CASE WHEN p.place_ts < s.ts_ns + s.dur_ns THEN s.step END AS step
 FROM t_gpu_place p
-ASOF LEFT JOIN t_steps s ON p.place_ts >= s.ts_ns;
+ASOF LEFT JOIN t_steps s ON s.file_no = p.file_no AND p.place_ts >= s.ts_ns;
 
 -- everything gpu_ops adds to an event, one narrow join at a time (each spills alone)
 -- each GPU op replayed by a graph launch: its 1-based place among that launch's ops
@@ -392,14 +408,27 @@ LEFT JOIN t_graph_pos gp ON gp.event_index = k.event_index;
 DROP TABLE IF EXISTS t_gpu_link0;
 DROP TABLE IF EXISTS t_launch;
 
--- counts for the runs row (30_summary.sql), kept once the tables they come from are dropped
+-- counts for the runs row (30_summary.sql), one row per file_no that has GPU ops, runtime
+-- calls or captures (absent: all zero), kept once the tables they come from are dropped
 CREATE OR REPLACE TEMP TABLE t_link_counts AS
-SELECT (SELECT count(*) FROM t_gpu0) AS n_gpu_ops,
-       (SELECT count(*) FROM t_rt) AS n_runtime,
-       (SELECT count(*) FROM t_gpu WHERE launch_index IS NULL) AS n_unlinked_gpu_ops,
-       (SELECT count(*) FILTER (WHERE starts_with(name, 'hip')) FROM t_rt) AS n_hip_calls,
-       (SELECT count(*) FROM t_graph_pos) AS n_graph_ops,
-       (SELECT count(*) FROM t_capture) AS n_captures;
+SELECT file_no,
+       count(*) FILTER (WHERE x = 'gpu') AS n_gpu_ops,
+       count(*) FILTER (WHERE x = 'rt') AS n_runtime,
+       count(*) FILTER (WHERE x = 'gpu' AND unlinked) AS n_unlinked_gpu_ops,
+       count(*) FILTER (WHERE x = 'rt' AND hip) AS n_hip_calls,
+       count(*) FILTER (WHERE x = 'graph') AS n_graph_ops,
+       count(*) FILTER (WHERE x = 'capture') AS n_captures
+FROM (
+    SELECT g0.file_no, 'gpu' AS x, g.launch_index IS NULL AS unlinked, false AS hip
+    FROM t_gpu0 g0 JOIN t_gpu g USING (event_index)
+    UNION ALL
+    SELECT file_no, 'rt', false, coalesce(starts_with(name, 'hip'), false) FROM t_rt
+    UNION ALL
+    SELECT g0.file_no, 'graph', false, false FROM t_graph_pos JOIN t_gpu0 g0 USING (event_index)
+    UNION ALL
+    SELECT file_no, 'capture', false, false FROM t_capture
+)
+GROUP BY file_no;
 
 
 -- free everything but t_gpu_link1 and t_op (11_link_out.sql and 12_op_out.sql read

@@ -1,5 +1,6 @@
--- rows of `counters` for one run
-SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
-       event_index, cat, name, pid, tid, ts_ns + $base_ns AS ts_ns, series, value
-FROM s_cnt
-WHERE tw_keep(ts_ns, $lo_ns, $hi_ns)
+-- rows of `counters` for each run of t_files (see 20_out_events.sql)
+SELECT f.run_id, f.ingest_id, f.day,
+       event_index - f.ev_off AS event_index, cat, name, pid, tid, ts_ns + f.base_ns AS ts_ns, series, value
+FROM s_cnt s
+JOIN t_files f ON f.file_no = s.file_no
+WHERE tw_keep(ts_ns, f.lo_ns, f.hi_ns)

@@ -1,6 +1,7 @@
--- rows of `python` for one run
-SELECT $run_id AS run_id, $ingest_id AS ingest_id, CAST($day AS DATE) AS day,
-       event_index, cat, name, pid, tid, pid_label, tid_label, ts_ns + $base_ns AS ts_ns,
+-- rows of `python` for each run of t_files (see 20_out_events.sql)
+SELECT f.run_id, f.ingest_id, f.day,
+       event_index - f.ev_off AS event_index, cat, name, pid, tid, pid_label, tid_label, ts_ns + f.base_ns AS ts_ns,
        dur_ns, correlation, external_id, stream, device, args_json, python_id, python_parent_id
-FROM s_py
-WHERE tw_keep(ts_ns, $lo_ns, $hi_ns)
+FROM s_py s
+JOIN t_files f ON f.file_no = s.file_no
+WHERE tw_keep(ts_ns, f.lo_ns, f.hi_ns)

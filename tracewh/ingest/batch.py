@@ -21,6 +21,7 @@ from tracewh.ingest.batchcommit import MAX_FILES, CommitBatch
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.files import not_regular
+from tracewh.ingest.group import TinyGroup
 from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
 from tracewh.store import Store
 
@@ -182,10 +183,12 @@ def _run_task(task: _Task) -> list[FileResult]:
     if task.store.remote:  # an object store: each file commits alone (conditional runs insert)
         return [ingest_file(task.store, Path(p), task.options) for p in task.paths]
     batch = CommitBatch(task.store)
+    # tiny traces are linked and written together, once per group (tracewh.ingest.group)
+    group = TinyGroup(task.store, task.options, batch) if task.options.group_tiny else None
     out: list[FileResult] = []
     try:
         for path in task.paths:
-            ingest_file(task.store, Path(path), task.options, batch=batch)
+            ingest_file(task.store, Path(path), task.options, batch=batch, group=group)
             if batch.due():
                 batch.flush()
             out += batch.take()

@@ -70,6 +70,9 @@ class CommitBatch:
     _started: float | None = None
     _current: list[tuple[str, bool]] = field(default_factory=list)
     _out: list[FileResult] = field(default_factory=list)
+    #: called first by every flush (a :class:`~tracewh.ingest.group.TinyGroup` writes the
+    #: traces it holds, so their files and rows are in this flush's commits)
+    before_flush: Callable[[], None] | None = None
 
     @property
     def run_ids(self) -> set[str]:
@@ -160,6 +163,12 @@ class CommitBatch:
         """
         from tracewh.errors import TracewhError
 
+        hook, self.before_flush = self.before_flush, None
+        if hook is not None:
+            try:
+                hook()
+            finally:
+                self.before_flush = hook
         changed: dict[str, str] = {}
         for ingest_id, check in list(self._checks.items()):
             try:

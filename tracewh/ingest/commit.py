@@ -25,7 +25,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,16 +162,7 @@ def copy_and_commit(
             store.filesystem().put_file(str(out), f"{store.table_uri(table)}/{rel}")
         finally:
             out.unlink(missing_ok=True)
-    ids = {"run_id": run_id, "ingest_id": ingest_id}
-    stats = {"numRecords": n, "minValues": ids, "maxValues": ids,
-             "nullCount": dict.fromkeys(ids, 0)}
-    action = Add(
-        path=rel,
-        size=size,
-        partition_values={"day": day.isoformat()},
-        modification_time=int(time.time() * 1000),
-        stats=json.dumps(stats),
-    )
+    action = _add(rel, size, day, run_id, ingest_id, n)
     if batch is not None:
         batch.add_file(ingest_id, table, action)
         return n
@@ -181,6 +172,61 @@ def copy_and_commit(
         remove_uncommitted(store, table, [rel])
         raise
     return n
+
+
+def _add(rel: str, size: int, day: date, run_id: str, ingest_id: str, n: int) -> Add:
+    """The Delta ``add`` of a written file of one run's ``n`` rows."""
+    ids = {"run_id": run_id, "ingest_id": ingest_id}
+    stats = {"numRecords": n, "minValues": ids, "maxValues": ids,
+             "nullCount": dict.fromkeys(ids, 0)}
+    return Add(
+        path=rel,
+        size=size,
+        partition_values={"day": day.isoformat()},
+        modification_time=int(time.time() * 1000),
+        stats=json.dumps(stats),
+    )
+
+
+def copy_runs(
+    store: Store,
+    con: Any,
+    table: str,
+    query: str,
+    params: dict[str, Any],
+    runs: Mapping[str, tuple[date, str]],
+    work: Path,
+    batch: CommitBatch,
+) -> dict[str, int]:
+    """Write the rows of ``query`` for several runs at once: one file per run; rows per ingest.
+
+    ``runs`` maps each ``ingest_id`` the rows may carry to its (day, run_id). DuckDB
+    writes one file per ``ingest_id`` (a partitioned ``COPY`` into ``work``, local to the
+    warehouse), each moved into the table's folder of its run's day, its commit left to
+    ``batch`` as :func:`copy_and_commit`'s is: the same files as one run at a time.
+    """
+    spec = tables()[table]
+    row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.columns)))
+    out = work / table
+    sql = (
+        f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
+        f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group}, "
+        "PARTITION_BY (ingest_id), WRITE_PARTITION_COLUMNS true, RETURN_STATS true)"
+    )
+    counts = dict.fromkeys(runs, 0)
+    root = Path(store.table_uri(table))
+    for filename, n, size, *_rest in con.execute(sql, {**params, "tw_out": str(out)}).fetchall():
+        # the partition folder's value is the ingest_id (hex: no escaping)
+        ingest_id = Path(filename).parent.name.removeprefix("ingest_id=")
+        day, run_id = runs[ingest_id]
+        if not n:
+            continue
+        rel = f"day={day.isoformat()}/part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        Path(filename).rename(root / rel)
+        batch.add_file(ingest_id, table, _add(rel, int(size), day, run_id, ingest_id, int(n)))
+        counts[ingest_id] += int(n)
+    return counts
 
 
 def commit_adds(store: Store, table: str, actions: Sequence[Add]) -> None:

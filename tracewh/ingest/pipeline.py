@@ -39,6 +39,7 @@ from tracewh.store import DuplicateRunError, Store
 
 if TYPE_CHECKING:
     from tracewh.ingest.batchcommit import CommitBatch
+    from tracewh.ingest.group import TinyGroup
 
 INGEST_SQL = SQL_DIR / "ingest"
 T = TypeVar("T")
@@ -47,7 +48,7 @@ KEY_SQL = SQL_DIR / "06_kernel_key.sql"
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
 
-_OUT_TABLES = (
+OUT_TABLES = (
     ("events", "20_out_events.sql"),
     ("gpu_ops", "21_out_gpu_ops.sql"),
     ("steps", "22_out_steps.sql"),
@@ -107,6 +108,10 @@ class IngestOptions:
         ingest command, to the time it started, so the runs of one command share it and
         ``latest`` means the newest trace of the latest ingest); ``None``: each file's
         own commit time.
+    group_tiny
+        In a batch of files, link and write the tiny traces together, once per group
+        (:mod:`tracewh.ingest.group`: the same rows, a fraction of the statements);
+        False: each file alone.
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -124,6 +129,7 @@ class IngestOptions:
     native: bool = True  # stage ordinary events with the C extension where it is built
     threads: int = 2  # DuckDB threads of the linkage and writing (the batch lowers it per process)
     ingested_at: datetime | None = None
+    group_tiny: bool = True  # link and write the tiny traces of a batch together
 
 
 @dataclass(frozen=True)
@@ -221,7 +227,8 @@ def _now() -> datetime:
 
 
 def ingest_file(
-    store: Store, path: Path, options: IngestOptions, *, batch: CommitBatch | None = None
+    store: Store, path: Path, options: IngestOptions, *, batch: CommitBatch | None = None,
+    group: TinyGroup | None = None,
 ) -> FileResult:
     """Ingest one trace file into ``store``; never raises for a bad file.
 
@@ -230,7 +237,9 @@ def ingest_file(
     already ingested) or ``failed`` (``error`` names the file and the problem).
     With ``batch`` (a local warehouse), the file's commits wait for the batch's
     flush (:mod:`tracewh.ingest.batchcommit`): the final results come from
-    ``batch.take()`` / ``batch.close()``, this one is provisional.
+    ``batch.take()`` / ``batch.close()``, this one is provisional. With ``group`` too
+    (the batch's :class:`~tracewh.ingest.group.TinyGroup`), a tiny trace, once staged,
+    is linked and written with the group's other tiny traces when the group runs.
     """
     started = _now()
     t0 = time.perf_counter()
@@ -251,7 +260,9 @@ def ingest_file(
         # writers (shared): a `compact --retain-hours 0` (exclusive) waits for this ingest
         with _held(store, batch, "writers", shared=True), _held(store, batch, f"run-{run_id}"):
             existing = _existing_run(store, run_id)
-            if existing is None and batch is not None and run_id in batch.run_ids:
+            if existing is None and batch is not None and (
+                run_id in batch.run_ids or (group is not None and run_id in group.run_ids)
+            ):
                 # the same bytes twice in one batch (even with --force): once is enough
                 existing = {"source_path": "an earlier file of this batch"}
             if existing is not None and (not options.force or "ingest_id" not in existing):
@@ -262,12 +273,19 @@ def ingest_file(
                 )
             else:
                 ingest_id = uuid.uuid4().hex
+                defer = None if group is None else group.taker(
+                    path=path, run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
+                    replace=existing is not None, started=started, t0=t0,
+                )
                 with _held(store, batch, f"ingest-{ingest_id}"):
-                    n_events, anomalies, row, warnings = _ingest_locked(
+                    done = _ingest_locked(
                         store, path, options,
                         run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
-                        replace=existing is not None, batch=batch, before=before,
+                        replace=existing is not None, batch=batch, before=before, defer=defer,
                     )
+                if done is None:  # the group writes it and gives its result to the batch
+                    return FileResult(str(path), "ingested", run_id, bytes=size)
+                n_events, anomalies, row, warnings = done
                 result = FileResult(
                     str(path), "replaced" if existing is not None else "ingested", run_id,
                     events=n_events, bytes=size, seconds=time.perf_counter() - t0,
@@ -281,37 +299,45 @@ def ingest_file(
             error=f"already ingested by a concurrent ingest (run {run_id})",
             bytes=size, seconds=time.perf_counter() - t0,
         )
-    except TracewhError as exc:
-        result = FileResult(
-            str(path), "failed", run_id, error=str(exc), bytes=size,
-            seconds=time.perf_counter() - t0,
-        )
-    except Exception as exc:
+    except BaseException as exc:
+        failed = error_result(exc, path, run_id, size, t0)
+        if failed is None:
+            raise
+        result = failed
+    return finish(store, batch, result, ingest_id, sha, started)
+
+
+def error_result(
+    exc: BaseException, path: Path, run_id: str | None, size: int, t0: float
+) -> FileResult | None:
+    """The failed :class:`FileResult` of a file whose ingest raised ``exc``; None: re-raise it."""
+    seconds = time.perf_counter() - t0
+    if isinstance(exc, TracewhError):
+        return FileResult(str(path), "failed", run_id, error=str(exc), bytes=size, seconds=seconds)
+    if isinstance(exc, Exception):
         if isinstance(exc, (OSError, duckdb.Error, MemoryError, *_arrow_errors())):
-            result = FileResult(
+            return FileResult(
                 str(path), "failed", run_id,
                 error=f"{path}: {type(exc).__name__}: {exc}".splitlines()[0][:500],
-                bytes=size, seconds=time.perf_counter() - t0,
+                bytes=size, seconds=seconds,
             )
-        else:  # a bug: report it with its origin, keep the batch going
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            result = FileResult(
-                str(path), "failed", run_id,
-                error=f"{path}: internal error {type(exc).__name__}: {exc} "
-                f"({Path(where.filename).name}:{where.lineno})"[:500],
-                bytes=size, seconds=time.perf_counter() - t0,
-            )
-    except BaseException as exc:
-        # a Rust panic in delta-rs surfaces as pyo3's PanicException, a BaseException:
-        # one file's failure like any other, not the end of the batch
-        if type(exc).__name__ != "PanicException":
-            raise
-        result = FileResult(
+        # a bug: report it with its origin, keep the batch going
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return FileResult(
             str(path), "failed", run_id,
-            error=f"{path}: delta-rs panicked: {exc}".splitlines()[0][:500],
-            bytes=size, seconds=time.perf_counter() - t0,
+            error=f"{path}: internal error {type(exc).__name__}: {exc} "
+            f"({Path(where.filename).name}:{where.lineno})"[:500],
+            bytes=size, seconds=seconds,
         )
-    return _finish(store, batch, result, ingest_id, sha, started)
+    # a Rust panic in delta-rs surfaces as pyo3's PanicException, a BaseException:
+    # one file's failure like any other, not the end of the batch
+    if type(exc).__name__ != "PanicException":
+        return None
+    return FileResult(
+        str(path), "failed", run_id,
+        error=f"{path}: delta-rs panicked: {exc}".splitlines()[0][:500],
+        bytes=size, seconds=seconds,
+    )
 
 
 def _arrow_errors() -> tuple[type[Exception], ...]:
@@ -322,7 +348,7 @@ def _arrow_errors() -> tuple[type[Exception], ...]:
     return (pa.ArrowException,) if pa is not None else ()
 
 
-def _finish(
+def finish(
     store: Store, batch: CommitBatch | None, result: FileResult, ingest_id: str | None,
     sha: str | None, started: datetime,
 ) -> FileResult:
@@ -364,9 +390,12 @@ def _ingest_locked(
     replace: bool,
     before: tuple[int, int, int, int],
     batch: CommitBatch | None = None,
-) -> tuple[int, dict[str, int], dict[str, Any], list[str]]:
+    defer: Callable[[Staged, Path, dict[str, str], Callable[[], None]], bool] | None = None,
+) -> tuple[int, dict[str, int], dict[str, Any], list[str]] | None:
+    """Stage, link and write one file; None when ``defer`` took it, once staged (a group's)."""
     labels = {**read_sidecar_labels(path), **options.labels}
     staging = store.new_staging(ingest_id)
+    deferred = False
     try:
         staged = stage_file(
             path, staging, parts=options.parts, skip_python=options.skip_python,
@@ -379,6 +408,9 @@ def _ingest_locked(
         unchanged()
         if staged.events == 0:
             raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
+        if defer is not None and defer(staged, staging, labels, unchanged):
+            deferred = True  # its staging folder is the group's now
+            return None
         con = _connect(staging, staged, options)
         try:
             row, warnings = _derive_and_commit(
@@ -398,7 +430,8 @@ def _ingest_locked(
             _discard(store, ingest_id)
         raise
     finally:
-        store.remove_staging(staging)
+        if not deferred:
+            store.remove_staging(staging)
 
 
 def _discard(store: Store, ingest_id: str) -> None:
@@ -430,10 +463,7 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
                 for folder, off in staged.parts
             ]
             con.execute(f"CREATE TEMP VIEW s_{name} AS {' UNION ALL '.join(selects)}")
-        con.execute(NAMES_SQL.read_text(encoding="utf-8"))
-        con.execute(KEY_SQL.read_text(encoding="utf-8"))
-        con.execute("CREATE OR REPLACE TEMP TABLE t_opts (step_marker VARCHAR)")
-        con.execute("INSERT INTO t_opts VALUES (?)", [options.step_marker])
+        link_setup(con, options)
         link = (INGEST_SQL / "10_link.sql").read_text(encoding="utf-8")
         _, limit = retry_on_oom(con, lambda: con.execute(link), parse_size(options.memory_limit))
         retry_on_oom(con, functools.partial(_write_link, con, staging), limit)
@@ -441,6 +471,14 @@ def _connect(staging: Path, staged: Staged, options: IngestOptions) -> Any:
         con.close()
         raise
     return con
+
+
+def link_setup(con: Any, options: IngestOptions) -> None:
+    """What ``10_link.sql`` needs besides the staged rows: the name and key macros, ``t_opts``."""
+    con.execute(NAMES_SQL.read_text(encoding="utf-8"))
+    con.execute(KEY_SQL.read_text(encoding="utf-8"))
+    con.execute("CREATE OR REPLACE TEMP TABLE t_opts (step_marker VARCHAR)")
+    con.execute("INSERT INTO t_opts VALUES (?)", [options.step_marker])
 
 
 def _write_link(con: Any, folder: Path) -> None:
@@ -471,12 +509,19 @@ def _write_link(con: Any, folder: Path) -> None:
         con.execute(f"CREATE OR REPLACE TEMP VIEW t_{name} AS SELECT * FROM {files}")
 
 
-def _part_select(folder: str, table: str, off: int, files: list[Path] | None = None) -> str:
-    """``SELECT`` of one part's staged ``table`` (or of ``files`` of it), event indices + ``off``."""
+def _part_select(
+    folder: str, table: str, off: int, files: list[Path] | None = None, file_no: int = 0
+) -> str:
+    """``SELECT`` of one part's staged ``table`` (or of ``files`` of it), event indices + ``off``.
+
+    Every row gets ``file_no``, the trace's key in the ingest SQL (``sql/ingest``: a
+    single trace is 0; see :mod:`tracewh.ingest.group` for many at once).
+    """
     rel = _parquet_files(files if files is not None else list((Path(folder) / table).glob("*.parquet")))
+    key = f"CAST({int(file_no)} AS INTEGER) AS file_no"
     if off == 0:
-        return f"SELECT * FROM {rel}"
-    return f"SELECT * REPLACE (event_index + {int(off)} AS event_index) FROM {rel}"
+        return f"SELECT *, {key} FROM {rel}"
+    return f"SELECT * REPLACE (event_index + {int(off)} AS event_index), {key} FROM {rel}"
 
 
 def _parquet_files(files: list[Path]) -> str:
@@ -592,32 +637,39 @@ def _device_names(meta: Mapping[str, Any]) -> list[str]:
     return [n for n in names if n]
 
 
-def _fetch_row(con: Any, sql: str) -> dict[str, Any]:
-    """The one row of ``sql`` as {column: value}."""
-    cur = con.execute(sql)
-    cols = [d[0] for d in cur.description]
-    return dict(zip(cols, cur.fetchall()[0], strict=True))
+def _windows(con: Any, steps: int | None) -> dict[int, tuple[int | None, int | None]]:
+    """Per ``file_no``, the ``--steps N`` window [first step start, last kept step end); ``t_kept``.
 
-
-def _window(con: Any, steps: int | None) -> tuple[int | None, int | None]:
-    """The ``--steps N`` window [first step start, last kept step end) and ``t_kept``.
-
-    ``t_kept`` holds the first N steps in time order; (None, None) keeps everything
-    (no limit, or no steps in the trace).
+    ``t_kept`` holds the first N steps of each file in time order; a file absent from the
+    result (or every file, without a limit) keeps everything: (None, None).
     """
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE t_kept AS "
-        "SELECT step FROM t_steps QUALIFY row_number() OVER (ORDER BY ts_ns, step) <= ?",
+        "CREATE OR REPLACE TEMP TABLE t_kept AS SELECT file_no, step FROM t_steps "
+        "QUALIFY row_number() OVER (PARTITION BY file_no ORDER BY ts_ns, step) <= ?",
         [steps if steps is not None else I64_MAX],
     )
     if steps is None:
-        return None, None
+        return {}
     rows = con.execute(
-        "SELECT ts_ns, ts_ns + dur_ns FROM t_steps ORDER BY ts_ns, step LIMIT ?", [steps]
+        "SELECT s.file_no, min(s.ts_ns), max(s.ts_ns + s.dur_ns) FROM t_steps s "
+        "SEMI JOIN t_kept k ON k.file_no = s.file_no AND k.step = s.step GROUP BY s.file_no"
     ).fetchall()
-    if not rows:
-        return None, None
-    return rows[0][0], max(r[1] for r in rows)
+    return {int(f): (lo, hi) for f, lo, hi in rows}
+
+
+#: The columns of ``t_files``: per staged trace (file_no), what its output rows carry.
+_FILES_COLUMNS = (
+    "file_no INTEGER, run_id VARCHAR, ingest_id VARCHAR, day DATE, base_ns BIGINT, "
+    "lo_ns BIGINT, hi_ns BIGINT, ev_off BIGINT"
+)
+
+
+def set_files(con: Any, rows: list[tuple[Any, ...]]) -> None:
+    """(Re)fill ``t_files``: (file_no, run_id, ingest_id, day, base_ns, lo_ns, hi_ns, ev_off)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE t_files ({_FILES_COLUMNS})")
+    if rows:
+        marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+        con.execute(f"INSERT INTO t_files VALUES {marks}", [v for r in rows for v in r])
 
 
 def _step_warnings(options: IngestOptions, found: int) -> list[str]:
@@ -697,6 +749,77 @@ def _slice_view(
     con.execute(f"CREATE OR REPLACE TEMP VIEW s_op_slice AS SELECT * FROM t_op WHERE {where}")
 
 
+@dataclass
+class RunPlan:
+    """One staged trace's figures before its tables are written (:func:`plan_runs`)."""
+
+    summary: dict[str, Any]
+    anomalies: Counter[str]
+    base_time: int | None
+    base_ns: int
+    start_ns: int | None
+    end_ns: int | None
+    day: date
+    window: tuple[int | None, int | None]
+
+
+def plan_runs(
+    con: Any,
+    metas: Mapping[int, Mapping[str, Any]],
+    anomalies: Mapping[int, Counter[str]],
+    options: IngestOptions,
+    run: Callable[[Callable[[], Any]], Any] = lambda step: step(),
+) -> dict[int, RunPlan]:
+    """Per ``file_no`` of ``metas`` (every file of ``t_files``): its summary, anomalies, day, window.
+
+    ``anomalies`` (the staging's, per file) are updated with those found after the
+    linkage (``40_anomalies.sql``). ``run`` wraps each query (a memory-limit retry).
+    """
+    summary_sql = (INGEST_SQL / "30_summary.sql").read_text("utf-8")
+
+    def summaries() -> dict[int, dict[str, Any]]:
+        cur = con.execute(summary_sql)
+        cols = [d[0] for d in cur.description]
+        return {int(r[0]): dict(zip(cols, r, strict=True)) for r in cur.fetchall()}
+
+    by_file = run(summaries)
+    found = (INGEST_SQL / "40_anomalies.sql").read_text("utf-8")
+    for file_no, key, n in run(lambda: con.execute(found).fetchall()):
+        if n:
+            anomalies[int(file_no)][str(key)] += int(n)
+    windows = run(lambda: _windows(con, options.steps))
+    plans: dict[int, RunPlan] = {}
+    for file_no, meta in metas.items():
+        summary, found_here = by_file[file_no], anomalies[file_no]
+        base_time = _base_time(meta.get("baseTimeNanoseconds"), summary, found_here)
+        base_ns = base_time or 0
+        start_ns = summary["start_ns"] + base_ns if summary["start_ns"] is not None else None
+        end_ns = summary["end_ns"] + base_ns if summary["end_ns"] is not None else None
+        if end_ns is not None and not I64_MIN <= end_ns <= I64_MAX:
+            found_here["end_out_of_range"] += 1
+            end_ns = None
+        day = (
+            datetime.fromtimestamp(start_ns / 1e9, UTC).date()
+            if start_ns is not None and 0 <= start_ns < 253402300799 * 10**9
+            else date(1970, 1, 1)
+        )
+        plans[file_no] = RunPlan(
+            summary, found_here, base_time, base_ns, start_ns, end_ns, day,
+            windows.get(file_no, (None, None)),
+        )
+    return plans
+
+
+def category_counts(con: Any) -> dict[int, dict[str, int]]:
+    """Per ``file_no``: its events per (phase/category) (``31_category_counts.sql``)."""
+    out: dict[int, dict[str, int]] = {}
+    for file_no, k, n in con.execute(
+        (INGEST_SQL / "31_category_counts.sql").read_text(encoding="utf-8")
+    ).fetchall():
+        out.setdefault(int(file_no), {})[str(k)] = int(n)
+    return out
+
+
 def _derive_and_commit(
     store: Store,
     con: Any,
@@ -712,7 +835,6 @@ def _derive_and_commit(
     before_commit: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Write the run's tables and its ``runs`` row; the row and the step warnings."""
-    anomalies: Counter[str] = base["anomalies"]
     limit = parse_size(options.output_memory_limit)
     set_limit(con, limit)
 
@@ -722,38 +844,14 @@ def _derive_and_commit(
         result, limit = retry_on_oom(con, step, limit)
         return result
 
-    summary = run(lambda: _fetch_row(con, (INGEST_SQL / "30_summary.sql").read_text("utf-8")))
-    found = (INGEST_SQL / "40_anomalies.sql").read_text("utf-8")
-    for key, n in run(lambda: con.execute(found).fetchall()):
-        if n:
-            anomalies[str(key)] += int(n)
-    base_time = _base_time(meta.get("baseTimeNanoseconds"), summary, anomalies)
-    base_ns = base_time or 0
-    start_ns = summary["start_ns"] + base_ns if summary["start_ns"] is not None else None
-    end_ns = summary["end_ns"] + base_ns if summary["end_ns"] is not None else None
-    if end_ns is not None and not I64_MIN <= end_ns <= I64_MAX:
-        anomalies["end_out_of_range"] += 1
-        end_ns = None
-    ingested_at = options.ingested_at or _now()
-    day = (
-        datetime.fromtimestamp(start_ns / 1e9, UTC).date()
-        if start_ns is not None and 0 <= start_ns < 253402300799 * 10**9
-        else date(1970, 1, 1)
-    )
-    lo, hi = run(lambda: _window(con, options.steps))
-    params = {
-        "run_id": run_id,
-        "ingest_id": ingest_id,
-        "day": day,
-        "base_ns": base_ns,
-        "lo_ns": lo,
-        "hi_ns": hi,
-    }
+    set_files(con, [(0, run_id, ingest_id, None, 0, None, None, 0)])
+    plan = plan_runs(con, {0: meta}, {0: base["anomalies"]}, options, run)[0]
+    lo, hi = plan.window
+    set_files(con, [(0, run_id, ingest_id, plan.day, plan.base_ns, lo, hi, 0)])
     written: dict[str, int] = {}
     ranges = _FileRanges(con)
-    for table, sql_file in _OUT_TABLES:
+    for table, sql_file in OUT_TABLES:
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
-        used = {k: v for k, v in params.items() if f"${k}" in query}
         slices = run(lambda: _gpu_slices(con)) if table == "gpu_ops" else None
         on_slice = (
             (lambda lo, hi, s=slices: _slice_view(con, parts, lo, hi, s.ops[lo], ranges))
@@ -763,14 +861,45 @@ def _derive_and_commit(
         # core) was faster than two and lower in memory
         con.execute(f"SET threads = {1 if slices is not None else max(1, options.threads)}")
         written[table] = run(functools.partial(
-            copy_and_commit, store, con, table, query, used, day=day, run_id=run_id,
+            copy_and_commit, store, con, table, query, {}, day=plan.day, run_id=run_id,
             ingest_id=ingest_id, slices=slices.ranges if slices is not None else None,
             on_slice=on_slice, batch=batch,
         ))
+    cat_counts = run(lambda: category_counts(con)).get(0, {})
+    row = run_row(
+        meta, options, plan, written, cat_counts, run_id=run_id, ingest_id=ingest_id,
+        path=base["path"], size=base["size"], sha=base["sha"], labels=base["labels"],
+        n_events=base["n_events"],
+    )
+    warnings = _step_warnings(options, int(plan.summary["n_steps"] or 0))
+    before_commit()  # the file is still the one hashed: else nothing becomes visible
+    if batch is not None:
+        # checked again at the flush, right before the batch's commits
+        batch.add_run(ingest_id, row, replace=replace, check=before_commit)
+        return row, warnings
+    store.append_rows("runs", [row], replace_run=run_id if replace else None)
+    return row, warnings
+
+
+def run_row(
+    meta: Mapping[str, Any],
+    options: IngestOptions,
+    plan: RunPlan,
+    written: Mapping[str, int],
+    cat_counts: Mapping[str, int],
+    *,
+    run_id: str,
+    ingest_id: str,
+    path: Path,
+    size: int,
+    sha: str,
+    labels: Mapping[str, str],
+    n_events: int,
+) -> dict[str, Any]:
+    """The ``runs`` row of one written run."""
+    summary, anomalies = plan.summary, plan.anomalies
     kept = written["events"] + written["python"]
     dropped = summary["n_duration_events"] + summary["n_python"] - kept
-    counts_sql = (INGEST_SQL / "31_category_counts.sql").read_text(encoding="utf-8")
-    cat_counts = {k: n for k, n in run(lambda: con.execute(counts_sql).fetchall())}
     names = _device_names(meta)
     raw_dist = meta.get("distributedInfo")
     dist: dict[str, Any] = raw_dist if isinstance(raw_dist, dict) else {}
@@ -781,18 +910,17 @@ def _derive_and_commit(
         else "cuda" if summary["n_gpu_ops"] or names
         else "cpu"
     )
-    path: Path = base["path"]
-    row = {
+    return {
         "run_id": run_id,
         "ingest_id": ingest_id,
-        "day": day,
+        "day": plan.day,
         "source_path": str(path),
         "file_name": path.name,
-        "bytes": base["size"],
-        "sha256": base["sha"],
-        "ingested_at": ingested_at,
-        "start_ns": start_ns,
-        "end_ns": end_ns,
+        "bytes": size,
+        "sha256": sha,
+        "ingested_at": options.ingested_at or _now(),
+        "start_ns": plan.start_ns,
+        "end_ns": plan.end_ns,
         "host": str(meta.get("host_name") or meta.get("hostname") or "") or None,
         "rank": _i(dist.get("rank")),
         "world_size": _i(dist.get("world_size")),
@@ -804,12 +932,12 @@ def _derive_and_commit(
         "trace_name": str(meta["traceName"]) if meta.get("traceName") is not None else None,
         "trace_id": str(meta["trace_id"]) if meta.get("trace_id") is not None else None,
         "schema_version": _i(meta.get("schemaVersion")),
-        "base_time_ns": base_time,
+        "base_time_ns": plan.base_time,
         "job": options.job or default_job(path),
-        "labels_json": dumps(dict(sorted(base["labels"].items()))),
+        "labels_json": dumps(dict(sorted(labels.items()))),
         "metadata_json": dumps(dict(meta), anomalies),
-        "category_counts_json": dumps(cat_counts),
-        "n_events": base["n_events"],
+        "category_counts_json": dumps(dict(cat_counts)),
+        "n_events": n_events,
         "n_duration_events": summary["n_duration_events"],
         "n_gpu_ops": summary["n_gpu_ops"],
         "n_kernels": summary["n_kernels"],
@@ -824,7 +952,7 @@ def _derive_and_commit(
         "n_steps": summary["n_steps"],
         "n_unlinked_gpu_ops": summary["n_unlinked_gpu_ops"],
         "n_dropped": dropped,
-        "rows_json": dumps(written),
+        "rows_json": dumps(dict(written)),
         "steps_limit": options.steps,
         "step_marker": options.step_marker,
         "kind": summary["kind"],
@@ -832,14 +960,6 @@ def _derive_and_commit(
         "anomalies_json": dumps(dict(sorted(anomalies.items()))) if anomalies else None,
         "tracewh_version": __version__,
     }
-    warnings = _step_warnings(options, int(summary["n_steps"] or 0))
-    before_commit()  # the file is still the one hashed: else nothing becomes visible
-    if batch is not None:
-        # checked again at the flush, right before the batch's commits
-        batch.add_run(ingest_id, row, replace=replace, check=before_commit)
-        return row, warnings
-    store.append_rows("runs", [row], replace_run=run_id if replace else None)
-    return row, warnings
 
 
 def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:
