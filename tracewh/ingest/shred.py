@@ -231,6 +231,28 @@ def write_schema_files(con: Any, folder: Path) -> None:
         )
 
 
+#: The bytes of each staging table's empty ``schema.parquet``, as this process's DuckDB
+#: writes them (the first part staged without a staging connection writes them with one).
+_SCHEMA_FILES: dict[str, bytes] = {}
+
+
+def copy_schema_files(folder: Path) -> None:
+    """:func:`write_schema_files` without a DuckDB connection (the same files' bytes)."""
+    if not _SCHEMA_FILES:
+        con = connect_stage(folder, memory_limit="64MB")
+        try:
+            write_schema_files(con, folder)
+        finally:
+            con.close()
+        _SCHEMA_FILES.update(
+            {t: (folder / t / "schema.parquet").read_bytes() for t in STAGING_TABLES})
+        return
+    for table, data in _SCHEMA_FILES.items():
+        out = folder / table
+        out.mkdir(exist_ok=True)
+        (out / "schema.parquet").write_bytes(data)
+
+
 def connect_stage(folder: Path, *, memory_limit: str) -> Any:
     """An in-memory DuckDB connection with empty staging tables, spilling into ``folder``."""
     con = duckdb.connect(
@@ -369,11 +391,14 @@ def _stage_part(
         if module is not None and skipped:
             anomalies["skipped_python"] += skipped
         anomalies.update(stream.anomalies)
-        con, chunks = sink()
-        chunks.finish()
-        for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
-            anomalies[key] += int(count)
-        write_schema_files(con, folder)
+        if opened:
+            con, chunks = opened[0]
+            chunks.finish()
+            for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
+                anomalies[key] += int(count)
+            write_schema_files(con, folder)
+        else:  # every event went through the extension: no staging DuckDB at all
+            copy_schema_files(folder)
     except BaseException:
         if opened:
             opened[0][1].abort()
