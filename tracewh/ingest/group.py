@@ -125,7 +125,11 @@ class TinyGroup:
                 return
             try:
                 results = self._together(members)
-            except Exception:  # the grouped SQL failed: every file on its own, for its own error
+            except BaseException as exc:
+                # the grouped SQL failed (or delta-rs panicked: pyo3's PanicException is a
+                # BaseException): every file on its own, for its own error
+                if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+                    raise
                 for m in members:
                     self.batch.drop(m.ingest_id)
                 for m in members:
