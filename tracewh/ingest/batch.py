@@ -194,6 +194,8 @@ def _run_task(task: _Task) -> list[FileResult]:
             out += batch.take()
     finally:
         out += batch.close()
+        if group is not None:
+            group.close()
     return out
 
 

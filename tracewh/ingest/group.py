@@ -53,7 +53,7 @@ from tracewh.ingest.pipeline import (
     set_files,
 )
 from tracewh.ingest.rows import I64_MAX
-from tracewh.ingest.shred import STAGING_TABLES
+from tracewh.ingest.shred import STAGING_TABLES, StageConnections
 from tracewh.store import Store
 
 #: A staged trace of at most this many events (in one part) joins the group.
@@ -89,10 +89,16 @@ class TinyGroup:
     options: IngestOptions
     batch: CommitBatch
     members: list[Member] = field(default_factory=list)
+    #: the staging connection the batch's small files share (tracewh.ingest.shred)
+    connections: StageConnections = field(default_factory=StageConnections)
 
     def __post_init__(self) -> None:
         # the batch runs the group before it commits: no run of it is ever left out
         self.batch.before_flush = self.run
+
+    def close(self) -> None:
+        """The batch is done: close the shared staging connection."""
+        self.connections.close()
 
     @property
     def run_ids(self) -> set[str]:

@@ -30,7 +30,7 @@ from typing import Any
 from tracewh.errors import TraceFormatError
 from tracewh.ingest.files import open_regular
 from tracewh.ingest.reader import _open_decompressed
-from tracewh.ingest.shred import PartResult, stage_part
+from tracewh.ingest.shred import PartResult, StageConnections, stage_part
 
 #: Files smaller than this (decompressed) are never split. With the direct scanner one
 #: process stages ~75 MB of JSON per CPU-second (a 90 MB pretty-printed real trace: 1.2 s
@@ -143,10 +143,12 @@ def stage_file(
     memory_limit: str = "128MB",
     min_split_bytes: int = MIN_SPLIT_BYTES,
     native: bool = True,
+    connections: StageConnections | None = None,
 ) -> Staged:
     """Stage ``path`` into ``folder`` (see the module docstring).
 
     Raises :class:`~tracewh.errors.TraceFormatError` for an unreadable trace.
+    ``connections``: a staging connection kept between the files of a batch (one part).
     """
     cuts = _boundaries(path, parts, min_split_bytes)
     if cuts is not None:
@@ -156,7 +158,8 @@ def stage_file(
     seq = folder / "seq"
     seq.mkdir()
     r = stage_part(
-        path, seq, skip_python=skip_python, memory_limit=memory_limit, native=native
+        path, seq, skip_python=skip_python, memory_limit=memory_limit, native=native,
+        connections=connections,
     )
     return Staged(
         parts=[(r.db, 0)],

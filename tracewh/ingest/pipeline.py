@@ -40,6 +40,7 @@ from tracewh.store import DuplicateRunError, Store
 if TYPE_CHECKING:
     from tracewh.ingest.batchcommit import CommitBatch
     from tracewh.ingest.group import TinyGroup
+    from tracewh.ingest.shred import StageConnections
 
 INGEST_SQL = SQL_DIR / "ingest"
 T = TypeVar("T")
@@ -282,6 +283,7 @@ def ingest_file(
                         store, path, options,
                         run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
                         replace=existing is not None, batch=batch, before=before, defer=defer,
+                        connections=None if group is None else group.connections,
                     )
                 if done is None:  # the group writes it and gives its result to the batch
                     return FileResult(str(path), "ingested", run_id, bytes=size)
@@ -391,6 +393,7 @@ def _ingest_locked(
     before: tuple[int, int, int, int],
     batch: CommitBatch | None = None,
     defer: Callable[[Staged, Path, dict[str, str], Callable[[], None]], bool] | None = None,
+    connections: StageConnections | None = None,
 ) -> tuple[int, dict[str, int], dict[str, Any], list[str]] | None:
     """Stage, link and write one file; None when ``defer`` took it, once staged (a group's)."""
     labels = {**read_sidecar_labels(path), **options.labels}
@@ -400,7 +403,7 @@ def _ingest_locked(
         staged = stage_file(
             path, staging, parts=options.parts, skip_python=options.skip_python,
             memory_limit=options.stage_memory_limit, min_split_bytes=options.min_split_bytes,
-            native=options.native,
+            native=options.native, connections=connections,
         )
         unchanged = functools.partial(
             check_unchanged, path, before, sha, (staged.file_sha256, staged.file_bytes)

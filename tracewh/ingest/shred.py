@@ -236,14 +236,19 @@ def write_schema_files(con: Any, folder: Path) -> None:
 _SCHEMA_FILES: dict[str, bytes] = {}
 
 
-def copy_schema_files(folder: Path) -> None:
-    """:func:`write_schema_files` without a DuckDB connection (the same files' bytes)."""
+def copy_schema_files(folder: Path, con: Any = None) -> None:
+    """:func:`write_schema_files` from the bytes this process's DuckDB wrote for them once.
+
+    The first time, they are written by ``con`` (or a staging connection of its own).
+    """
     if not _SCHEMA_FILES:
-        con = connect_stage(folder, memory_limit="64MB")
+        own = con is None
+        con = connect_stage(folder, memory_limit="64MB") if own else con
         try:
             write_schema_files(con, folder)
         finally:
-            con.close()
+            if own:
+                con.close()
         _SCHEMA_FILES.update(
             {t: (folder / t / "schema.parquet").read_bytes() for t in STAGING_TABLES})
         return
@@ -251,6 +256,53 @@ def copy_schema_files(folder: Path) -> None:
         out = folder / table
         out.mkdir(exist_ok=True)
         (out / "schema.parquet").write_bytes(data)
+
+
+#: A part of at most this many events gives its staging connection back for the next one.
+REUSE_EVENTS = 20_000
+
+
+class StageConnections:
+    """A staging DuckDB connection kept between the small parts one process stages in turn.
+
+    Opening one (:func:`connect_stage`: ~15 statements) and writing the schema files
+    cost ~40 ms of CPU, more than staging a tiny trace's few unusual events. A part
+    takes the kept connection (pointed at its own spill folder, its ``anom`` rows
+    cleared); a part that ends well and is small gives it back; one that fails, or a
+    large one (its buffers), closes it. ``close`` closes the kept one.
+    """
+
+    def __init__(self) -> None:
+        self._con: Any = None
+
+    def take(self, folder: Path, *, memory_limit: str) -> Any:
+        con, self._con = self._con, None
+        if con is not None:
+            try:
+                tmp = folder / "duckdb_tmp"
+                tmp.mkdir(exist_ok=True)
+                con.execute("SET temp_directory = ?", [str(tmp)])
+                con.execute("SET memory_limit = ?", [memory_limit])
+                con.execute("DELETE FROM anom")
+                return con
+            except duckdb.Error:  # e.g. its spill folder was used: a fresh one
+                con.close()
+        return connect_stage(folder, memory_limit=memory_limit)
+
+    def give(self, con: Any) -> None:
+        try:
+            con.execute("DROP TABLE IF EXISTS c")
+            con.execute("DROP TABLE IF EXISTS g")
+        except duckdb.Error:
+            con.close()
+            return
+        self.close()
+        self._con = con
+
+    def close(self) -> None:
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
 
 
 def connect_stage(folder: Path, *, memory_limit: str) -> Any:
@@ -283,6 +335,7 @@ def stage_part(
     memory_limit: str = "128MB",
     chunk_events: int = 65_536,
     native: bool = True,
+    connections: StageConnections | None = None,
 ) -> PartResult:
     """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``.
 
@@ -296,7 +349,7 @@ def stage_part(
     module = fast.native() if native else None
     kw: dict[str, Any] = dict(
         part=part, start_at=start_at, stop_at=stop_at, skip_python=skip_python,
-        memory_limit=memory_limit, chunk_events=chunk_events,
+        memory_limit=memory_limit, chunk_events=chunk_events, connections=connections,
     )
     if fast.scanner(module):
         try:
@@ -326,6 +379,7 @@ def _stage_part(
     skip_python: bool,
     memory_limit: str,
     chunk_events: int,
+    connections: StageConnections | None,
 ) -> PartResult:
     anomalies: Counter[str] = Counter()
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
@@ -339,7 +393,8 @@ def _stage_part(
 
     def sink() -> tuple[Any, _Chunks]:
         if not opened:
-            con = connect_stage(folder, memory_limit=memory_limit)
+            con = (connect_stage(folder, memory_limit=memory_limit) if connections is None
+                   else connections.take(folder, memory_limit=memory_limit))
             opened.append((con, _Chunks(
                 con, folder, chunk_events=chunk_events, anomalies=anomalies,
                 limit=parse_size(memory_limit),
@@ -396,9 +451,11 @@ def _stage_part(
             chunks.finish()
             for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
                 anomalies[key] += int(count)
-            write_schema_files(con, folder)
+            copy_schema_files(folder, con)
         else:  # every event went through the extension: no staging DuckDB at all
             copy_schema_files(folder)
+        if opened and connections is not None and n <= REUSE_EVENTS:
+            connections.give(opened.pop()[0])  # for the next small part
     except BaseException:
         if opened:
             opened[0][1].abort()
