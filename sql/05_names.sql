@@ -14,6 +14,17 @@
 --                                          reduction | communication | memcpy_HtoD |
 --                                          memcpy_DtoH | memcpy_DtoD | memcpy_PtoP |
 --                                          memset | triton | other
+--   tw_collective(coll, name)  -> VARCHAR  the collective of a communication kernel: all_reduce |
+--                                          all_gather | reduce_scatter | all_to_all | broadcast |
+--                                          reduce | gather | scatter | send_recv | send | recv |
+--                                          barrier | other; from its "Collective name" arg
+--                                          (coll: allreduce, _allgather_base, reduce_scatter_
+--                                          tensor_coalesced, ...) else from the kernel name
+--                                          (ncclDevKernel_AllGather_RING_LL, rccl/msccl names,
+--                                          vLLM's cross_device_reduce_* custom all-reduce)
+--   tw_dtype_bytes(dtype)      -> BIGINT   bytes per element of a PyTorch scalar type as the
+--                                          collective args write it (Float 4, BFloat16 2, ...);
+--                                          NULL when unknown
 -- Helpers (implementation details of the above):
 --   tw_name_clean(name)        -> VARCHAR  name without "(anonymous namespace)::", without a
 --                                          leading "void " / "std::enable_if<...>::type "
@@ -21,6 +32,7 @@
 --   tw_first_targ(clean)       -> VARCHAR  first template argument, namespaces stripped
 --   tw_short_core(name, clean, head) -> VARCHAR  short name before the final clean-up
 --   tw_category_of(l, name, kind)    -> VARCHAR  category from the lower-cased name and op_kind
+--   tw_collective_of(k)              -> VARCHAR  collective from a lower-cased name without '_'
 --
 -- Memcpy categories are spelled memcpy_<kind> with the Kineto kind (HtoD, DtoH, DtoD, PtoP).
 -- Array kinds map to their device side (HtoA -> HtoD, AtoH -> DtoH, AtoA/AtoD/DtoA -> DtoD);
@@ -160,3 +172,38 @@ CREATE OR REPLACE MACRO tw_category_of(l, name, kind) AS
 
 CREATE OR REPLACE MACRO tw_category(name, cat) AS
     tw_category_of(replace(lower(coalesce(name, '')), 'fbgemm', 'fbg'), name, tw_op_kind(cat, name));
+
+CREATE OR REPLACE MACRO tw_collective_of(k) AS
+    CASE
+        WHEN k IS NULL OR k = '' THEN NULL
+        WHEN regexp_matches(k, 'crossdevicereduce|customallreduce|allreduce') THEN 'all_reduce'
+        WHEN regexp_matches(k, 'reducescatter') THEN 'reduce_scatter'
+        WHEN regexp_matches(k, 'allgather') THEN 'all_gather'
+        WHEN regexp_matches(k, 'alltoall') THEN 'all_to_all'
+        WHEN regexp_matches(k, 'broadcast|bcast') THEN 'broadcast'
+        WHEN regexp_matches(k, 'sendrecv') THEN 'send_recv'
+        WHEN regexp_matches(k, 'recv') THEN 'recv'
+        WHEN regexp_matches(k, 'send') THEN 'send'
+        WHEN regexp_matches(k, 'barrier') THEN 'barrier'
+        WHEN regexp_matches(k, 'reduce') THEN 'reduce'
+        WHEN regexp_matches(k, 'gather') THEN 'gather'
+        WHEN regexp_matches(k, 'scatter') THEN 'scatter'
+    END;
+
+CREATE OR REPLACE MACRO tw_collective(coll, name) AS
+    coalesce(tw_collective_of(replace(lower(coll), '_', '')),
+             tw_collective_of(replace(lower(name), '_', '')),
+             'other');
+
+CREATE OR REPLACE MACRO tw_dtype_bytes(dtype) AS
+    CASE replace(replace(lower(coalesce(dtype, '')), 'torch.', ''), '_', '')
+        WHEN 'float' THEN 4 WHEN 'float32' THEN 4 WHEN 'int' THEN 4 WHEN 'int32' THEN 4
+        WHEN 'uint32' THEN 4 WHEN 'qint32' THEN 4
+        WHEN 'double' THEN 8 WHEN 'float64' THEN 8 WHEN 'long' THEN 8 WHEN 'int64' THEN 8
+        WHEN 'uint64' THEN 8 WHEN 'complexfloat' THEN 8 WHEN 'complexdouble' THEN 16
+        WHEN 'half' THEN 2 WHEN 'float16' THEN 2 WHEN 'bfloat16' THEN 2 WHEN 'short' THEN 2
+        WHEN 'int16' THEN 2 WHEN 'uint16' THEN 2 WHEN 'complexhalf' THEN 4
+        WHEN 'char' THEN 1 WHEN 'byte' THEN 1 WHEN 'bool' THEN 1 WHEN 'int8' THEN 1
+        WHEN 'uint8' THEN 1 WHEN 'qint8' THEN 1 WHEN 'quint8' THEN 1
+        ELSE CASE WHEN starts_with(replace(lower(coalesce(dtype, '')), '_', ''), 'float8') THEN 1 END
+    END;

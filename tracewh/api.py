@@ -925,6 +925,54 @@ class Warehouse:
         ids = self.rank_runs(job, run=run)
         return self.call(f"rank_{view}", ids)
 
+    def job_runs(self, runs: Sequence[RunSelector] = ()) -> list[str]:
+        """The runs of a multi-rank question: one selector (or none: ``latest``) gives the job
+        instance of that run (:meth:`rank_runs`); several give exactly those runs, which
+        must be distinct ranks. Lowest rank first."""
+        if len(runs) <= 1:
+            return self.rank_runs(run=runs[0] if runs else "latest")
+        refs = [self.resolve_run(r) for r in runs]
+        ranks = [r.rank for r in refs if r.rank is not None]
+        if len(set(ranks)) < len(ranks) or len({r.run_id for r in refs}) < len(refs):
+            raise UsageError("the runs given must be distinct ranks of one job")
+        return [r.run_id for r in sorted(refs, key=lambda r: (r.rank is None, r.rank or 0))]
+
+    def collectives(
+        self,
+        runs: Sequence[RunSelector] = (),
+        *,
+        by: str = "collective",
+        link: str | None = None,
+        link_peak_gbps: float | None = None,
+    ) -> pl.DataFrame:
+        """Collectives matched across the ranks of a job, largest wait first.
+
+        ``by="collective"``: one row per (process group, sequence) with skew_ns, last_rank,
+        comm_ns, algbw_gbps, busbw_gbps, wait_ns and pct_of_link_peak (``collective_matches``
+        of ``sql/79_collectives.sql``; links: ``sql/79_link_peaks.sql``, or ``link`` /
+        ``link_peak_gbps``); ``by="rank"``: one row per rank with collectives, late and its
+        own wait_ns (``collective_rank_waits``). ``runs``: see :meth:`job_runs`.
+
+        Examples
+        --------
+        >>> Warehouse("wh").collectives(["latest"], by="rank")  # doctest: +SKIP
+        """
+        from tracewh.analysis import collectives as _coll
+
+        if by not in _coll.BY:
+            raise UsageError(f"--by must be one of {', '.join(_coll.BY)}, not {by!r}")
+        ids = self.job_runs(runs)
+        if by == "rank":
+            return _coll.shape(_coll.by_wait(self.call("collective_rank_waits", ids)), by)
+        matches = self.call("collective_matches", ids)
+        info = self.sql(
+            "SELECT rank, host, device_name FROM runs WHERE list_contains($ids, run_id)",
+            {"ids": ids},
+        )
+        peaks = self.sql("SELECT * FROM link_peaks")
+        out = _coll.with_link_peak(matches, info, peaks, link=link, link_peak_gbps=link_peak_gbps)
+        return _coll.shape(_coll.by_wait(out), by)
+
     def rank_runs(self, job: str | None = None, *, run: RunSelector | None = None) -> list[str]:
         """The run ids of a job instance (see :meth:`ranks`), lowest rank first."""
         if run is not None:

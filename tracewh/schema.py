@@ -289,6 +289,40 @@ GRAPH_NODES = pa.schema(
     ]
 )
 
+#: One row per communication kernel (NCCL/RCCL/MSCCL/custom all-reduce: ``tw_category`` =
+#: ``communication`` in ``sql/05_names.sql``, or any kernel with a ``Collective name`` arg)
+#: of a run, with its collective's args (``sql/ingest/34_out_collectives.sql``). Args the
+#: trace lacks are NULL; the kernel is still a row. The rank is the run's (``runs.rank``).
+COLLECTIVES = pa.schema(
+    [
+        *_RUN_KEY,
+        pa.field("event_index", pa.int64(), nullable=False),  # the kernel's, as in gpu_ops
+        pa.field("name", pa.string()),  # kernel name
+        pa.field("stream", pa.int64()),
+        pa.field("device", pa.int64()),
+        pa.field("ts_ns", pa.int64()),
+        pa.field("dur_ns", pa.int64()),
+        pa.field("launch_ts_ns", pa.int64()),
+        pa.field("step", pa.int64()),
+        pa.field("collective", pa.string()),  # all_reduce | all_gather | ... (tw_collective)
+        pa.field("collective_name", pa.string()),  # the "Collective name" arg as written
+        pa.field("pg_name", pa.string()),  # "Process Group Name"
+        pa.field("pg_desc", pa.string()),  # "Process Group Description"
+        pa.field("pg_ranks", pa.string()),  # "Process Group Ranks" as written, e.g. "[0, 1]"
+        pa.field("pg_size", pa.int64()),  # "Group size"
+        pa.field("seq", pa.int64()),  # per-group sequence number (trace "Seq", else ordinal)
+        pa.field("seq_source", pa.string()),  # trace | ordinal
+        pa.field("dtype", pa.string()),
+        pa.field("dtype_bytes", pa.int64()),  # bytes per element of dtype (NULL: unknown)
+        pa.field("in_nelems", pa.int64()),
+        pa.field("out_nelems", pa.int64()),
+        pa.field("in_split_sizes", pa.string()),  # "In split size" as written
+        pa.field("out_split_sizes", pa.string()),
+        pa.field("msg_bytes", pa.int64()),  # in_nelems x dtype_bytes (per-rank input)
+        pa.field("out_bytes", pa.int64()),  # out_nelems x dtype_bytes
+    ]
+)
+
 #: The args of flow events that have any (e.g. HTA's critical-path annotations), apart
 #: from ``flows`` so warehouses written before it keep their ``flows`` schema.
 FLOW_ARGS = pa.schema(
@@ -377,6 +411,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("module_spans", MODULE_SPANS, ("day",), "one row per nn.Module span"),
         TableSpec("annotation_spans", ANNOTATION_SPANS, ("day",), "one row per user annotation"),
         TableSpec("graph_nodes", GRAPH_NODES, ("day",), "one row per launch captured in a graph"),
+        TableSpec("collectives", COLLECTIVES, ("day",), "one row per communication kernel"),
         TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
         TableSpec("fingerprints", FINGERPRINTS, ("day",), "one row per run: its workload fingerprint"),
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
@@ -386,7 +421,7 @@ TABLES: dict[str, TableSpec] = {
 #: Tables added after warehouses were first written: one written before gets them (empty)
 #: the next time it is opened (:meth:`tracewh.store.Store.require`).
 ADDED_TABLES: tuple[str, ...] = (
-    "flow_args", "module_spans", "fingerprints", "annotation_spans", "graph_nodes",
+    "flow_args", "module_spans", "fingerprints", "annotation_spans", "graph_nodes", "collectives",
 )
 
 #: Columns added to existing tables after warehouses were first written (append-only): a

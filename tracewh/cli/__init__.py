@@ -13,6 +13,7 @@ from tracewh.cli import (
     attribution_cmds,
     capture_cmd,
     changes_cmds,
+    collectives_cmd,
     history_cmds,
     ingest_cmds,
     memory_cmd,
@@ -23,7 +24,7 @@ from tracewh.cli import (
 from tracewh.cli.common import app, apply_metavars
 
 __all__ = [
-    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "history_cmds",
+    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "history_cmds",
     "ingest_cmds", "memory_cmd", "report_cmds", "roofline_cmd", "synth_cmd",
 ]
 

@@ -61,6 +61,7 @@ OUT_TABLES = (
     ("module_spans", "29_out_module_spans.sql"),
     ("annotation_spans", "32_out_annotation_spans.sql"),
     ("graph_nodes", "33_out_graph_nodes.sql"),
+    ("collectives", "34_out_collectives.sql"),
     ("threads", "27_out_threads.sql"),
     ("fingerprints", "29_out_fingerprints.sql"),
 )
