@@ -29,7 +29,7 @@ VOLATILE = {"ingest_id", "ingested_at", "attempt_id", "started_at", "finished_at
 #: The tables a run writes (every one compared), and the two logs.
 TABLES = (
     "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python",
-    "module_spans", "annotation_spans", "graph_nodes", "threads", "fingerprints", "runs",
+    "module_spans", "annotation_spans", "graph_nodes", "collectives", "threads", "fingerprints", "runs",
     "ingest_log",
 )
 
