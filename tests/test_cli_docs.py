@@ -77,7 +77,7 @@ def test_every_option_of_the_help_is_in_the_readme_row(name: str) -> None:
     documented = set(_readme_options(name))
     cmd = GROUP.commands[name]  # type: ignore[attr-defined]
     for param in cmd.params:
-        if not isinstance(param, TyperOption):
+        if not isinstance(param, TyperOption) or param.hidden:  # hidden: a deprecated spelling
             continue
         longs = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
         if set(longs) & ALWAYS:

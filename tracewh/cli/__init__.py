@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import typer
 
-from tracewh import __version__
 from tracewh.cli import (
     analysis_cmds,
     attribution_cmds,
@@ -22,6 +21,7 @@ from tracewh.cli import (
     synth_cmd,
 )
 from tracewh.cli.common import app, apply_metavars
+from tracewh.cli.conventions import finish, version_callback
 
 __all__ = [
     "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "history_cmds",
@@ -30,8 +30,14 @@ __all__ = [
 
 
 @app.callback()
-def main() -> None:
-    """tracewh: ingest Kineto traces into a warehouse, analyse them, track them over time."""
+def main(
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=version_callback, help="Print the version and exit."),
+) -> None:
+    """A columnar trace warehouse for GPU profiler (Kineto / torch.profiler) traces.
+
+    Ingest traces into a warehouse, analyse one run, attribute GPU time to code, track runs
+    over time. `tracewh COMMAND --help` shows a command's options and examples.
+    """
 
 
 @app.command()
@@ -40,8 +46,12 @@ def version() -> None:
 
     Example: tracewh version
     """
-    typer.echo(__version__)
+    from tracewh import package_version
+
+    typer.echo(package_version())
 
 
-# last: every command is registered by now (help shows PATH, N, TEXT, never Python types)
+# last: every command is registered by now (help shows PATH, N, TEXT, never Python types;
+# each command in its help panel, its examples at the end of its help)
 apply_metavars(app)
+finish(app)

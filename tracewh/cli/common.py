@@ -65,12 +65,42 @@ class _Group(TyperGroup):
                 setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
         return command
 
+
+class _TracewhGroup(_Group):
+    """tracewh's group: ``tracewh`` alone prints the help, commands are grouped by purpose."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:  # `tracewh` alone: the help, on stdout, exit 0
+            typer.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The commands in sections by purpose (:mod:`tracewh.cli.conventions`)."""
+        from tracewh.cli.conventions import grouped
+
+        pairs = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                pairs.append((name, cmd))
+        if not pairs:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in pairs)
+        for panel, cmds in grouped(pairs):
+            with formatter.section(panel):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in cmds])
+
+
 app = typer.Typer(
-    cls=_Group,
+    cls=_TracewhGroup,
     name="tracewh",
-    help="A columnar trace warehouse for GPU profiler (Kineto / torch.profiler) traces.",
+    epilog=(
+        "\b\nExamples:\n  tracewh synth traces --runs 3 && tracewh ingest traces\n"
+        "  tracewh kernels --top 10"
+    ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )

@@ -19,6 +19,7 @@ from tracewh.cli.common import (
     selector,
     warehouse_option,
 )
+from tracewh.cli.conventions import renamed_option
 from tracewh.cli.output import note, run_title, selection_note
 from tracewh.errors import UsageError
 from tracewh.macros import DIFF_LEVELS as LEVELS
@@ -142,15 +143,21 @@ def flame(
     run: list[str] | None = run_option(RUN_HELP),
     out: Path = typer.Option(..., "--out", "-o", metavar="PATH", help="File to write."),
     warehouse: str = warehouse_option(),
-    fmt: str = format_option("folded", FLAME_FORMATS),
+    file_format: str | None = typer.Option(None, "--file-format", metavar="|".join(FLAME_FORMATS), help="What the file holds: folded stacks (flamegraph.pl, inferno; the default) or speedscope JSON.", show_default=False),
+    legacy_format: str | None = typer.Option(None, "--format", "-f", hidden=True, metavar="|".join(FLAME_FORMATS), help="Deprecated spelling of --file-format."),
 ) -> None:
     """GPU time as flame-graph stacks (module; cpu ops; kernel): folded or speedscope JSON.
 
     Example: tracewh flame --run latest --out gpu.folded && flamegraph.pl gpu.folded > gpu.svg
+    Example: tracewh flame --out gpu.speedscope.json --file-format speedscope
     """
     from tracewh.report.flame import write_flame
 
     with handle_errors():
+        fmt = renamed_option(legacy_format, file_format, old="--format", new="--file-format",
+                             default="folded", command="flame")
+        if fmt not in FLAME_FORMATS:
+            raise UsageError(f"--file-format must be one of {', '.join(FLAME_FORMATS)}, not {fmt!r}")
         wh = Warehouse(warehouse)
         ref = wh.resolve_run(selector(run_arg, run))
         if selection_note(ref):

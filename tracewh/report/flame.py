@@ -140,7 +140,7 @@ def write_flame(wh: WarehouseLike, run: RunSelector, out: str | Path, *, fmt: st
         The file written.
     """
     if fmt not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        raise UsageError(f"the flame-graph format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     ref = wh.resolve_run(run)
     stacks = gpu_stacks(wh, ref)
     path = Path(out)
