@@ -28,7 +28,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Ingest": ("ingest", "runs"),
     "Analyse": (
         "kernels", "gaps", "launches", "queue", "steps", "memcpy", "breakdown", "memory",
-        "roofline", "ranks", "sql",
+        "roofline", "ranks", "collectives", "sql",
     ),
     "Attribution": ("ops", "modules", "annotations"),
     "History": ("history", "diff", "check", "changes"),
