@@ -24,11 +24,19 @@
 --            peers (the other runs with step N), peer_median_ns, peer_mad_ns (median and median
 --            absolute deviation of the other runs' compute_ns for that step), ratio
 --            (compute_ns / peer_median_ns), bound_ns, wall_ns (the run's ProfilerStep#N
---            length), straggler
+--            length), straggler, collectives, late, late_share, wait_ns, caused_wait_ns,
+--            late_straggler
 --   straggler: compute_ns - peer_median_ns > bound_ns = greatest(k_mad * 1.4826 * peer_mad_ns,
 --   floor_fraction * peer_median_ns): the rank stands above its peers by more than their own
 --   spread (1.4826 x MAD estimates a standard deviation robustly; 3 of them by default) and
 --   by more than a small floor (2% by default); false without peers.
+--   The arrival view (collective_arrival of 79_collectives.sql, collectives matched across the
+--   ranks by process group and sequence; NULL/0 in a step without matched collectives):
+--   collectives (matched collectives of the step the rank took part in), late (those it
+--   arrived at last, with skew), late_share (late / collectives), wait_ns (its own waiting
+--   for the last rank), caused_wait_ns (the others' waiting in the collectives it was late
+--   to), late_straggler (late in most collectives of the step: late > collectives / 2, the
+--   step having at least 2 collectives with skew).
 
 CREATE OR REPLACE MACRO rank_kernels(run_list) AS TABLE
 SELECT
@@ -104,7 +112,11 @@ SELECT
     m.step, m.rank, m.run_id, m.gpu_ns, m.median_gpu_ns, m.compute_ns, m.peers,
     m.peer_median_ns, m.peer_mad_ns, m.compute_ns / nullif(m.peer_median_ns, 0) AS ratio,
     m.bound_ns, wall.wall_ns,
-    coalesce(m.peers > 0 AND m.compute_ns - m.peer_median_ns > m.bound_ns, false) AS straggler
+    coalesce(m.peers > 0 AND m.compute_ns - m.peer_median_ns > m.bound_ns, false) AS straggler,
+    coalesce(a.collectives, 0) AS collectives, coalesce(a.late, 0) AS late, a.late_share,
+    coalesce(a.wait_ns, 0) AS wait_ns, coalesce(a.caused_wait_ns, 0) AS caused_wait_ns,
+    coalesce(a.late_straggler, false) AS late_straggler
 FROM m
 LEFT JOIN wall ON wall.run_id = m.run_id AND wall.step = m.step
+LEFT JOIN collective_arrival(run_list) a ON a.run_id = m.run_id AND a.step = m.step
 ORDER BY m.step, m.rank, m.run_id;

@@ -144,3 +144,19 @@ def test_old_warehouse_without_the_table_reads_empty(tmp_path: Path, shared_trac
     assert w.collectives(["latest"]).is_empty()
     assert w.collectives(["latest"], by="rank").is_empty()
     assert isinstance(w.collectives(["latest"]), pl.DataFrame)
+
+
+def test_stragglers_arrival_view_and_alert(job: tuple[Path, Path], shared_traces: Path) -> None:
+    wh, _ = job
+    rows, _ = expected(shared_traces)
+    st = Warehouse(wh).ranks(view="stragglers")
+    late = st.filter(pl.col("late_straggler"))
+    assert set(late["rank"].to_list()) == {LATE_RANK}
+    assert late["late"].sum() == late["collectives"].sum() == len(rows)
+    # the others waited, in the collectives rank 2 was late to, the total of the constructed waits
+    assert late["caused_wait_ns"].sum() == pytest.approx(sum(r["wait_ns"] for r in rows), rel=0.01)
+    early = st.filter(pl.col("rank") != LATE_RANK)
+    assert early["late"].sum() == 0 and not early["late_straggler"].any()
+    res = CliRunner().invoke(app, ["ranks", "-w", str(wh), "--view", "stragglers"])
+    assert res.exit_code == 0, res.output
+    assert f"alert: rank {LATE_RANK} arrived last at most collectives of 3 step(s) (4, 5, 6): 21 of 21" in res.output

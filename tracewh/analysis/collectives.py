@@ -155,3 +155,40 @@ def shape(df: pl.DataFrame, by: str) -> pl.DataFrame:
         raise UsageError(f"--by must be one of {', '.join(BY)}, not {by!r}")
     cols = MATCH_COLUMNS if by == "collective" else RANK_COLUMNS
     return df.select([c for c in cols if c in df.columns])
+
+
+def arrival_alerts(stragglers: pl.DataFrame) -> list[str]:
+    """One line per rank that arrived last at most collectives of at least one step.
+
+    Parameters
+    ----------
+    stragglers
+        ``rank_stragglers`` rows (``sql/80_ranks.sql``) with the arrival columns ``step``,
+        ``rank``, ``collectives``, ``late``, ``caused_wait_ns`` and ``late_straggler``.
+
+    Returns
+    -------
+    list[str]
+        ``rank R arrived last at most collectives of N step(s) (S, ...): L of C collectives,
+        the others waited W ms``; empty when no rank did.
+    """
+    need = {"step", "rank", "collectives", "late", "caused_wait_ns", "late_straggler"}
+    if not need <= set(stragglers.columns):
+        return []
+    late = stragglers.filter(pl.col("late_straggler"))
+    out = []
+    for row in (
+        late.group_by("rank")
+        .agg(pl.col("step").sort(), pl.col("late").sum(), pl.col("collectives").sum(),
+             pl.col("caused_wait_ns").sum())
+        .sort("rank", nulls_last=True)
+        .iter_rows(named=True)
+    ):
+        steps = row["step"]
+        shown = ", ".join(str(s) for s in steps[:8]) + (", ..." if len(steps) > 8 else "")
+        out.append(
+            f"rank {row['rank']} arrived last at most collectives of {len(steps)} step(s) "
+            f"({shown}): {row['late']} of {row['collectives']} collectives, the others waited "
+            f"{row['caused_wait_ns'] / 1e6:.3f} ms"
+        )
+    return out

@@ -347,5 +347,9 @@ def ranks(
         df = wh.ranks(job, view=view) if job is not None else wh.ranks(view=view, run=ref)
         what = f"job {job!r}" if job is not None else "the job instance of this run"
         notes = [f"{what}: {len(ids)} rank(s) of one job instance"]
+        if view == "stragglers":
+            from tracewh.analysis.collectives import arrival_alerts
+
+            notes += [f"alert: {line}" for line in arrival_alerts(df)]
         empty = f"no GPU ops in the runs of {what}" if df.is_empty() else None
         show(df, fmt, title=f"ranks: {view}", run=ref, top=top, out=out, notes=notes, empty=empty)

@@ -108,6 +108,10 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
                 data.rank_stragglers.filter(pl.col("straggler")) if "straggler" in data.rank_stragglers.columns else data.rank_stragglers, [
                 Column("step", "step"), Column("rank", "rank"), Column("compute_ns", "GPU compute", "ms"),
                 Column("peer_median_ns", "peers' median", "ms"), Column("ratio", "ratio", "x"),
+            ], limit=20), table("Late arrivals (a rank last at most collectives of the step; see tracewh collectives)",
+                data.rank_stragglers.filter(pl.col("late_straggler")) if "late_straggler" in data.rank_stragglers.columns else data.rank_stragglers.clear(), [
+                Column("step", "step"), Column("rank", "rank"), Column("late", "late"),
+                Column("collectives", "collectives"), Column("caused_wait_ns", "others' wait", "ms"),
             ], limit=20)],
         ),
         *roof,
