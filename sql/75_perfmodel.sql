@@ -61,7 +61,10 @@
 --         written.
 --   softmax: flops = 5*E (max, sub, exp, sum, div); backward 4*E (log_softmax 3*E).
 --   pointwise: flops = numel(out) (2 for addcmul, addcdiv, lerp; 0 for fill_, zero_);
---         out = the broadcast of the tensor inputs (self for in-place ops).
+--         out = the broadcast of the tensor inputs (self for in-place ops); bytes = every
+--         tensor input read once + out written once. In-place ops (name ending in _) read and
+--         write self. An out= call (one argument more than the functional schema, the last a
+--         tensor) writes its out tensor and does not read it (params: out-variant).
 --   reduction: flops = E (norm 2*E; var, std, logsumexp 3*E); out from dim/keepdim.
 --   copy: copy_, clone, contiguous, _to_copy, index_select, gather: flops 0, bytes read +
 --         written; embedding: flops 0, bytes = indices + 2 * gathered rows.
@@ -549,20 +552,58 @@ softmax AS (
     )
 ),
 -- ---------------------------------------------------------------- pointwise
+pw_arity AS (
+    SELECT
+        *,
+        -- arguments of the functional schema; an out= call records one more, a tensor, last
+        CASE WHEN base IN ('aten::add', 'aten::sub', 'aten::rsub', 'aten::where', 'aten::masked_fill',
+                           'aten::lerp', 'aten::clamp', 'aten::hardtanh', 'aten::threshold',
+                           'aten::softplus', 'aten::gelu_backward', 'aten::threshold_backward',
+                           'aten::native_dropout_backward') THEN 3
+             WHEN base IN ('aten::addcmul', 'aten::addcdiv', 'aten::elu', 'aten::nan_to_num',
+                           'aten::hardtanh_backward', 'aten::leaky_relu_backward',
+                           'aten::softplus_backward') THEN 4
+             WHEN base IN ('aten::mul', 'aten::maximum', 'aten::minimum', 'aten::fmod',
+                           'aten::remainder', 'aten::atan2', 'aten::eq', 'aten::ne', 'aten::lt',
+                           'aten::le', 'aten::gt', 'aten::ge', 'aten::logical_and', 'aten::logical_or',
+                           'aten::logical_xor', 'aten::bitwise_and', 'aten::bitwise_or',
+                           'aten::bitwise_xor', 'aten::pow', 'aten::gelu', 'aten::leaky_relu',
+                           'aten::clamp_min', 'aten::clamp_max', 'aten::fill', 'aten::silu_backward',
+                           'aten::sigmoid_backward', 'aten::tanh_backward', 'aten::mish_backward',
+                           'aten::hardswish_backward', 'aten::hardsigmoid_backward') THEN 2
+             WHEN base = 'aten::div' THEN CASE WHEN len(dt) >= 3 AND dt[3] IS NULL THEN 3 ELSE 2 END
+             WHEN base = 'aten::elu_backward' THEN 6
+             WHEN base IN ('aten::abs', 'aten::neg', 'aten::exp', 'aten::exp2', 'aten::expm1', 'aten::log',
+                           'aten::log2', 'aten::log10', 'aten::log1p', 'aten::sqrt', 'aten::rsqrt',
+                           'aten::reciprocal', 'aten::sigmoid', 'aten::tanh', 'aten::relu',
+                           'aten::silu', 'aten::mish', 'aten::hardswish', 'aten::hardsigmoid',
+                           'aten::sin', 'aten::cos', 'aten::erf', 'aten::erfinv', 'aten::sign',
+                           'aten::floor', 'aten::ceil', 'aten::trunc', 'aten::square',
+                           'aten::logical_not', 'aten::bitwise_not', 'aten::isnan', 'aten::isinf',
+                           'aten::isfinite', 'aten::zero') THEN 1
+        END AS arity
+    FROM sig
+),
 pw_args AS (
     SELECT
         *,
-        -- tensor inputs: typed args with a recorded shape
+        -- out= variant: not in-place, one argument more than the functional schema, the last
+        -- one a tensor (the out tensor: written, never read)
+        coalesce(op_name NOT LIKE '%\_' ESCAPE '\' AND len(dt) = arity + 1
+                 AND sh[len(dt)] IS NOT NULL AND tw_dtype_bytes(dt[len(dt)]) IS NOT NULL, false) AS out_arg,
+        -- tensor inputs: typed args with a recorded shape (the out tensor of an out= call apart)
         list_filter(list_transform(range(1, len(dt) + 1),
                                    lambda i: {'shape': sh[i], 'dtype': dt[i], 'cont': cont[i], 'numel': ne[i], 'i': i}),
-                    lambda a: a.dtype IS NOT NULL AND a.shape IS NOT NULL) AS tens,
+                    lambda a: a.dtype IS NOT NULL AND a.shape IS NOT NULL
+                              AND NOT coalesce(a.i = len(dt) AND len(dt) = arity + 1
+                                               AND op_name NOT LIKE '%\_' ESCAPE '\', false)) AS tens,
         op_name IN ('aten::eq', 'aten::ne', 'aten::lt', 'aten::le', 'aten::gt', 'aten::ge',
                     'aten::logical_and', 'aten::logical_or', 'aten::logical_xor', 'aten::logical_not',
                     'aten::isnan', 'aten::isinf', 'aten::isfinite') AS cmp,
         op_name LIKE '%\_' ESCAPE '\' AND op_name NOT IN ('aten::copy_') AS inplace,
         CASE WHEN base IN ('aten::addcmul', 'aten::addcdiv', 'aten::lerp') THEN 2
              WHEN base IN ('aten::fill', 'aten::zero') THEN 0 ELSE 1 END AS per_elem
-    FROM sig
+    FROM pw_arity
     WHERE base IN (
         'aten::abs', 'aten::neg', 'aten::exp', 'aten::exp2', 'aten::expm1', 'aten::log', 'aten::log2',
         'aten::log10', 'aten::log1p', 'aten::sqrt', 'aten::rsqrt', 'aten::reciprocal', 'aten::sigmoid',
@@ -586,10 +627,12 @@ pw_args AS (
 pw_out AS (
     SELECT
         *,
-        CASE WHEN inplace THEN tens[1].shape
+        CASE WHEN out_arg THEN sh[len(dt)]
+             WHEN inplace THEN tens[1].shape
              WHEN len(tens) > 0
              THEN list_reduce(list_transform(tens, lambda a: a.shape), lambda x, y: tw_broadcast(x, y)) END AS out_shape,
-        CASE WHEN cmp THEN 'bool'
+        CASE WHEN out_arg THEN dt[len(dt)]
+             WHEN cmp THEN 'bool'
              WHEN inplace THEN tens[1].dtype
              -- the widest dtype among the tensor inputs of >= 1 dim (0-dim tensors and scalars
              -- do not promote); the condition of `where` is not a value input
@@ -604,12 +647,13 @@ pw_out AS (
 ),
 pointwise AS (
     SELECT
-        * EXCLUDE (tens, promoting, cmp, inplace, per_elem, out_shape, dtout, ok),
+        * EXCLUDE (tens, promoting, cmp, inplace, per_elem, out_shape, dtout, ok, arity, out_arg),
         'pointwise' AS family,
         tens[1].dtype AS dtype,
         concat_ws(' ', 'elements=' || tw_numel(out_shape), 'inputs=' || len(tens),
                   CASE WHEN dtout <> tens[1].dtype THEN 'out=' || dtout END,
-                  CASE WHEN inplace THEN 'in-place' END) AS params,
+                  CASE WHEN inplace THEN 'in-place' END,
+                  CASE WHEN out_arg THEN 'out-variant' END) AS params,
         CASE WHEN ok THEN 1.0 * per_elem * tw_numel(out_shape) END AS flops,
         CASE WHEN ok THEN
             (CASE WHEN base IN ('aten::fill', 'aten::zero') THEN 0

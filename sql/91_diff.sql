@@ -5,8 +5,11 @@
 --          the innermost CPU operator enclosing each op's launch (gpu_ops.op_name) and its
 --          "Input Dims" (op_input_dims).
 --   columns: run_id, group_name (op_name, a space and op_input_dims when the trace has them;
---            '(no CPU operator)' for GPU ops without one), calls (GPU ops), total_ns,
---            mean_ns, calls_per_step, time_per_step_ns (per step as run_group_metrics)
+--            '(no CPU operator)' for GPU ops without one), calls (CPU operator calls: distinct
+--            cpu_op events, by op_external_id and op_ts_ns, that launched GPU ops of the group;
+--            0 for '(no CPU operator)'), kernels (the GPU ops), total_ns, mean_ns (total_ns /
+--            calls: GPU time per operator call; NULL without calls), calls_per_step,
+--            kernels_per_step, time_per_step_ns (per step as run_group_metrics)
 --   The same model on two GPUs runs the same operators on the same shapes but different
 --   kernels (an H100 and an MI300 share no kernel name): comparing by operator and shapes
 --   is what makes a cross-hardware diff meaningful.
@@ -16,7 +19,9 @@
 --          renamed by a recompile is one group; else short_name, category, or 'op': CPU
 --          operator and input shapes, run_op_metrics) present in run a or run b.
 --   columns: name (kernel level: the op name with the most time, run b's where it ran
---            there; else the group), category (kernel level only), calls_a, calls_b, calls_per_step_a,
+--            there; else the group), category (kernel level only), calls_a, calls_b (level
+--            'op': CPU operator calls; else GPU ops), kernels_a, kernels_b (GPU ops; equal to
+--            calls except at level 'op'), calls_per_step_a,
 --            calls_per_step_b, time_per_step_a_ns, time_per_step_b_ns, mean_a_ns, mean_b_ns,
 --            delta_per_step_ns (time_per_step_b_ns - time_per_step_a_ns, a missing side
 --            counting 0), ratio (time_per_step_b_ns / time_per_step_a_ns; NULL when a side is
@@ -43,16 +48,19 @@ WITH g AS (
         coalesce(op_name, '(no CPU operator)')
             || CASE WHEN op_input_dims IS NOT NULL AND op_input_dims <> '' THEN ' ' || op_input_dims ELSE '' END
             AS group_name,
-        count(*) AS calls,
+        count(DISTINCT CASE WHEN op_name IS NOT NULL THEN {'x': op_external_id, 't': op_ts_ns} END)
+            AS calls,
+        count(*) AS kernels,
         CAST(sum(dur_ns) AS BIGINT) AS total_ns
     FROM gpu_ops
     WHERE dur_ns IS NOT NULL
     GROUP BY ALL
 )
 SELECT
-    g.run_id, g.group_name, g.calls, g.total_ns,
-    g.total_ns / g.calls AS mean_ns,
+    g.run_id, g.group_name, g.calls, g.kernels, g.total_ns,
+    g.total_ns / nullif(g.calls, 0) AS mean_ns,
     g.calls / s.step_divisor AS calls_per_step,
+    g.kernels / s.step_divisor AS kernels_per_step,
     g.total_ns / s.step_divisor AS time_per_step_ns
 FROM g
 JOIN run_steps s ON s.run_id = g.run_id;
@@ -65,12 +73,12 @@ WITH lv AS (
     END AS want
 ),
 grouped AS (
-    SELECT g.run_id, g.group_level, g.group_name, g.category, g.calls, g.total_ns,
-           g.calls_per_step, g.time_per_step_ns
+    SELECT g.run_id, g.group_level, g.group_name, g.category, g.calls, g.calls AS kernels,
+           g.total_ns, g.calls_per_step, g.time_per_step_ns
     FROM run_group_metrics g
     WHERE level <> 'op' AND (g.run_id = a OR g.run_id = b) AND g.group_level = level
     UNION ALL
-    SELECT o.run_id, 'op', o.group_name, NULL, o.calls, o.total_ns, o.calls_per_step,
+    SELECT o.run_id, 'op', o.group_name, NULL, o.calls, o.kernels, o.total_ns, o.calls_per_step,
            o.time_per_step_ns
     FROM run_op_metrics o
     WHERE level = 'op' AND (o.run_id = a OR o.run_id = b)
@@ -88,8 +96,9 @@ g0 AS (
 g1 AS (
     SELECT run_id, gkey, arg_max(group_name, total_ns) AS group_name,
            arg_max(category, total_ns) AS category, sum(calls) AS calls,
+           sum(kernels) AS kernels,
            sum(calls_per_step) AS calls_per_step, sum(time_per_step_ns) AS time_per_step_ns,
-           sum(total_ns) / sum(calls) AS mean_ns
+           sum(total_ns) / nullif(sum(calls), 0) AS mean_ns
     FROM g0
     GROUP BY run_id, gkey
 ),
@@ -108,6 +117,8 @@ j AS (
         gb.run_id IS NOT NULL AS in_b,
         coalesce(ga.calls, 0) AS calls_a,
         coalesce(gb.calls, 0) AS calls_b,
+        coalesce(ga.kernels, 0) AS kernels_a,
+        coalesce(gb.kernels, 0) AS kernels_b,
         coalesce(ga.calls_per_step, 0) AS calls_per_step_a,
         coalesce(gb.calls_per_step, 0) AS calls_per_step_b,
         coalesce(ga.time_per_step_ns, 0) AS time_per_step_a_ns,
@@ -126,7 +137,7 @@ d AS (
     FROM j
 )
 SELECT
-    name, category, calls_a, calls_b, calls_per_step_a, calls_per_step_b,
+    name, category, calls_a, calls_b, kernels_a, kernels_b, calls_per_step_a, calls_per_step_b,
     time_per_step_a_ns, time_per_step_b_ns, mean_a_ns, mean_b_ns, delta_per_step_ns, ratio,
     CASE
         WHEN NOT in_a THEN 'added'

@@ -45,6 +45,7 @@ def test_every_macro_runs_on_an_empty_warehouse() -> None:
         "SELECT * FROM gpu_annotation_spans('x')", "SELECT * FROM gpu_annotation_ops('x')",
         "SELECT * FROM graph_replay_map('x')", "SELECT * FROM graph_replay('x')",
         "SELECT * FROM graph_launches('x')", "SELECT * FROM gpu_ops_attributed('x')",
+        "SELECT * FROM graph_match('x')",
         "SELECT * FROM cpu_op_nesting('x')", "SELECT * FROM cpu_op_time('x')",
         "SELECT * FROM memcpy_summary('x')", "SELECT * FROM memcpy_kinds",
         "SELECT * FROM gpu_time_breakdown('x')", "SELECT * FROM rank_kernels(['j'])",

@@ -880,6 +880,15 @@ class Warehouse:
         """One row per CUDA/HIP graph launch: its ops, latency, the capture it maps to."""
         return self._analysis(macros.launches(by="graph"), run)
 
+    def graph_match(self, run: RunSelector = "latest") -> dict[str, Any]:
+        """How the run's graph replays map to captures, one row as a dict (``graph_match``).
+
+        ``tracewh.graphalign.match_note`` turns it into the line screens print beside
+        capture-derived attribution.
+        """
+        rows = self.macro_rows(macros.graph_match().name, run)
+        return dict(zip(rows.columns, rows.rows[0], strict=True))
+
     def memcpy(self, run: RunSelector = "latest") -> pl.DataFrame:
         """Memory copies per kind: count, bytes, time, GB/s (``memcpy_summary``)."""
         return self._analysis(macros.memcpy(), run)

@@ -23,6 +23,7 @@ import duckdb
 
 from tracewh.cache import cache_folder, own_file
 from tracewh.errors import QueryError, SqlDefinitionError
+from tracewh.graphalign import graph_align
 from tracewh.plainschema import duck_type as _duck_type
 from tracewh.sqlfiles import SQL_DIR, glob_escaped, sql_files, sql_string
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SQL_DIR", "Rows", "TableInfo", "apply_sql", "catalog_digest", "catalog_tables",
     "connect_catalog", "connect_tables", "fetch_frame", "fetch_rows", "first_line",
-    "parquet_files_sql", "shadow_files", "sql_files", "to_frame",
+    "parquet_files_sql", "register_functions", "shadow_files", "sql_files", "to_frame",
 ]
 
 #: A table of the catalog: its name and whether it is a run child (visible via ``runs``).
@@ -42,13 +43,29 @@ TableInfo = tuple[str, bool]
 #: The sources whose bytes decide the prepared catalog's content (with sql/ and DuckDB's
 #: version): the schema and this module. Hashing them, rather than the Arrow schemas,
 #: keeps pyarrow out of a query command's start.
-_CATALOG_SOURCES = (Path(__file__).with_name("schema.py"), Path(__file__))
+_CATALOG_SOURCES = (Path(__file__).with_name("schema.py"), Path(__file__),
+                    Path(__file__).with_name("graphalign.py"))
+
+def register_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the Python scalar functions ``sql/`` calls (DuckDB binds them by name).
+
+    ``graph_align(VARCHAR[], VARCHAR[]) -> INTEGER[]``: the capture node of each replayed
+    op (:func:`tracewh.graphalign.graph_align`), read by ``graph_replay_map``. A macro
+    needs the function when it is defined and on every connection that calls it, so
+    :func:`apply_sql` and every catalog connection register it.
+    """
+    with contextlib.suppress(duckdb.InvalidInputException):  # not there yet
+        con.remove_function("graph_align")
+    con.create_function("graph_align", graph_align, ["VARCHAR[]", "VARCHAR[]"], "INTEGER[]",
+                        side_effects=False)
+
 
 def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
     """Run every ``sql/*.sql`` file on ``con`` in file-name order.
 
     A file that fails raises :class:`SqlDefinitionError` naming it (one line in the CLI).
     """
+    register_functions(con)
     for path in sql_files(sql_dir):
         try:
             con.execute(path.read_text(encoding="utf-8"))
@@ -263,6 +280,7 @@ def _open_trusted(path: Path, digest: str) -> duckdb.DuckDBPyConnection | None:
     if not own_file(path):
         return None
     con = duckdb.connect()
+    register_functions(con)
     try:
         con.execute("ATTACH ? AS tw_catalog (READ_ONLY)", [str(path)])
         con.execute("USE tw_catalog")

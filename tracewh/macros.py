@@ -15,7 +15,8 @@ from typing import Any
 from tracewh.errors import UsageError
 
 __all__ = [
-    "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotation_tree", "breakdown", "gaps", "idle_breakdown",
+    "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotation_tree", "breakdown", "gaps", "graph_match",
+    "idle_breakdown",
     "kernels", "largest_gaps", "launches", "memcpy", "modules", "ops", "queue_depth", "steps",
 ]
 
@@ -76,7 +77,8 @@ _LAUNCHES = {
 #: Macros that map CUDA/HIP graph replays to captures of the run's job (``sql/45_graphs.sql``):
 #: their connection holds the days of the job's capture and replay runs too.
 GRAPH_MACROS = frozenset({
-    "graph_launches", "graph_replay", "graph_replay_map", "gpu_ops_attributed", "op_gpu_time",
+    "graph_launches", "graph_replay", "graph_replay_map", "graph_match", "gpu_ops_attributed",
+    "op_gpu_time",
     "module_tree", "module_gpu_time", "annotation_tree", "annotation_gpu_time",
     "attribution_tree", "attribution_time",
 })
@@ -90,6 +92,11 @@ def launches(*, by: str = "kernel") -> MacroCall:
     """
     check_choice("by", by, tuple(_LAUNCHES))
     return MacroCall(_LAUNCHES[by])
+
+
+def graph_match() -> MacroCall:
+    """How a run's graph replays map to captures, in one row (``graph_match``)."""
+    return MacroCall("graph_match")
 
 
 def queue_depth() -> MacroCall:

@@ -19,6 +19,7 @@ from tracewh.cli.common import (
     app,
     check_format,
     format_option,
+    graph_notes,
     handle_errors,
     out_option,
     run_option,
@@ -281,7 +282,7 @@ def ops(
             empty = (f"run {ref.short_id} has no cpu_op events" if cpu
                      else _why_no_gpu_ops(wh, ref, "GPU ops"))
         show(df, fmt, title="CPU op time" if cpu else "GPU time by operator", run=ref, top=top,
-             out=out, empty=empty)
+             out=out, empty=empty, notes=() if cpu else graph_notes(wh, ref))
 
 
 @app.command()

@@ -12,6 +12,7 @@ from tracewh.cli.common import (
     app,
     check_format,
     format_option,
+    graph_notes,
     handle_errors,
     out_option,
     run_option,
@@ -45,12 +46,13 @@ def tree_view(df: pl.DataFrame, *, column: str, none_label: str) -> pl.DataFrame
 
 
 def _emit_tree(df: pl.DataFrame, fmt: str, out: Path | None, *, title: str, column: str,
-               none_label: str, run: RunRef, empty: str | None = None) -> None:
+               none_label: str, run: RunRef, empty: str | None = None,
+               notes: list[str] | None = None) -> None:
     """Show a tree (indented in tables); ``--out`` gets the full paths."""
     if out is not None:
         write_out(df, out)
     shown = tree_view(df, column=column, none_label=none_label) if fmt == "table" else df
-    show(shown, fmt, title=title, run=run, empty=empty)
+    show(shown, fmt, title=title, run=run, empty=empty, notes=notes or ())
 
 
 @app.command()
@@ -76,7 +78,7 @@ def modules(
         ref = wh.resolve_run(selector(run))
         df = wh.modules(ref, depth=depth, top=top or None)
         _emit_tree(df, fmt, out, title="GPU time by module", column="module_path",
-                   none_label="(no module)", run=ref,
+                   none_label="(no module)", run=ref, notes=graph_notes(wh, ref),
                    empty=f"run {ref.short_id} has no GPU ops with a duration")
 
 
@@ -105,4 +107,4 @@ def annotations_cmd(
         df = wh.annotations(ref, gpu=gpu, depth=depth, top=top or None)
         _emit_tree(df, fmt, out, title="GPU time by annotation" + (" (GPU side)" if gpu else ""),
                    column="annotation_path", none_label="(no annotation)", run=ref,
-                   empty=f"run {ref.short_id} has no GPU ops with a duration")
+                   notes=graph_notes(wh, ref), empty=f"run {ref.short_id} has no GPU ops with a duration")

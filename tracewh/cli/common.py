@@ -115,6 +115,18 @@ OUT_HELP = "Also write the rows shown to PATH (.csv, .json or .parquet)."
 TOP_HELP = "Show the first N rows (0: all)."
 
 
+def graph_notes(wh: Any, ref: Any) -> list[str]:
+    """The line saying how the run's graph replays map to captures (none without replays).
+
+    Printed beside every table whose operators, modules or annotations may come from a
+    graph capture (``Warehouse.graph_match``, ``tracewh.graphalign.match_note``).
+    """
+    from tracewh.graphalign import match_note
+
+    note = match_note(wh.graph_match(ref))
+    return [note] if note else []
+
+
 def warehouse_option() -> Any:
     """``-w/--warehouse PATH`` (default ./warehouse, env TRACEWH_WAREHOUSE)."""
     return typer.Option(

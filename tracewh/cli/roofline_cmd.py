@@ -13,6 +13,7 @@ from tracewh.cli.common import (
     check_format,
     check_top,
     format_option,
+    graph_notes,
     handle_errors,
     out_option,
     run_option,
@@ -83,4 +84,5 @@ def roofline(
                  else f"no CPU operator with GPU time in run {ref.short_id}")
         rows = df.height
         notes = [f"showing {shown.height} of {rows} operators (--top N to change, --top 0: all)"] if shown.height < rows else []
+        notes += graph_notes(wh, ref)
         show(shown, fmt, title=title, run=ref, notes=notes, empty=empty)
