@@ -20,7 +20,7 @@ CAPTURE_STAMP := $(VENV)/.capture-installed
 # module's fixtures are built once. TEST_JOBS=0 runs the suite in this process, serially.
 TEST_JOBS ?= auto
 
-.PHONY: help venv capture-deps hta-venv demo test test-all bench lint device-check nightly report report-kernels report-history clean
+.PHONY: help venv capture-deps hta-venv demo test test-all bench lint docs docs-ref docs-serve device-check nightly report report-kernels report-history clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -90,12 +90,24 @@ device-check: $(STAMP) $(CAPTURE_STAMP) ## GPU check of capture + analyses on tw
 	  if [ $$rc -eq 77 ]; then echo "device-check skipped (exit 77)"; exit 0; fi; exit $$rc
 
 lint: $(STAMP) ## ruff, mypy --strict and the import-linter contracts
-	$(BIN)/ruff check tracewh tests bench examples
+	$(BIN)/ruff check tracewh tests bench examples docs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The documentation site (docs/, mkdocs.yml): the reference pages under docs/reference/ are
+# generated from the code (docs/gen_ref.py); `make docs` fails when they are stale.
+docs: $(STAMP) ## build the documentation site into site/ (mkdocs build --strict: no warnings)
+	$(BIN)/python docs/gen_ref.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-ref: $(STAMP) ## regenerate the CLI and SQL reference pages (docs/reference/) from the code
+	$(BIN)/python docs/gen_ref.py
+
+docs-serve: $(STAMP) ## serve the documentation site on http://127.0.0.1:8000 with live reload
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 clean: ## remove generated data, warehouse and reports (keeps .venv)
-	rm -rf $(WAREHOUSE) $(DEMO_DIR) $(REPORT_DIR)
+	rm -rf $(WAREHOUSE) $(DEMO_DIR) $(REPORT_DIR) site
 
 # ---------------------------------------------------------------- nightly operation
 # make nightly NIGHTLY_DIR=/data/traces/2025-01-08 [WAREHOUSE=...] [REPORT_DIR=...]

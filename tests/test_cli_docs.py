@@ -1,9 +1,8 @@
-"""The README's CLI table matches every command's help, in both directions.
+"""The CLI reference page (docs/reference/cli.md) matches every command's help, both ways.
 
-Each command has a row (or two, `report`) whose first code span is ``tracewh NAME ...``: every
-option the row names exists in the command's help with the same metavar, and every option of
-the command (but ``--help`` and ``-w/--warehouse``, accepted by all) is in its row.
-``[OUTPUT]`` stands for ``[--top N] [--format table|csv|json] [--out PATH]``.
+The page is generated from the Typer app (docs/gen_ref.py; tests/test_docs.py fails when it is
+stale). Here each command's section is read back: every option it names exists in the
+command's help with the same metavar, and every option of the command is in its section.
 """
 
 from __future__ import annotations
@@ -17,32 +16,26 @@ from typer.core import TyperOption
 
 from tracewh.cli import app
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+PAGE = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
-OUTPUT = "[--top N] [--format table|csv|json] [--out PATH]"
-ALWAYS = {"--help", "--warehouse"}
-_OPT = re.compile(r"(--[a-z][a-z0-9-]*)(?:[ =]([^\s\]\[]+))?")
 
 
-def _rows(name: str) -> list[str]:
-    """The code spans starting the README table rows of command ``name`` (pipes unescaped)."""
-    spans = re.findall(r"^\| `(tracewh [^`]*)` \|", README, re.M)
-    out = []
-    for span in spans:
-        text = span.replace("\\|", "|")
-        if text.split()[1] == name:
-            out.append(text.replace("[OUTPUT]", OUTPUT))
-    return out
+def _section(name: str) -> str:
+    parts = PAGE.split(f"### `tracewh {name}` {{#{name}}}", 1)
+    assert len(parts) == 2, f"no section for `tracewh {name}` in docs/reference/cli.md"
+    return re.split(r"\n##+ ", parts[1], maxsplit=1)[0]
 
 
-def _readme_options(name: str) -> dict[str, str | None]:
+def _page_options(name: str) -> dict[str, str | None]:
+    """Option -> metavar (None for a flag) from the rows of the command's option table."""
     opts: dict[str, str | None] = {}
-    for row in _rows(name):
-        for opt, meta in _OPT.findall(row):
-            if meta and (meta.startswith("--") or meta == "|"):
-                meta = ""
-            opts[opt] = meta or opts.get(opt)
+    for row in re.findall(r"^\| (`-.*)$", _section(name), re.M):
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)]
+        names = re.findall(r"`(--?[a-zA-Z0-9-]+)`", cells[0])
+        meta = re.match(r"`([^`]+)`", cells[1].replace("\\|", "|")) if len(cells) > 1 else None
+        for n in names:
+            opts[n] = meta.group(1) if meta else None
     return opts
 
 
@@ -50,39 +43,33 @@ def _help_options(name: str) -> dict[str, str | None]:
     cmd = GROUP.commands[name]  # type: ignore[attr-defined]
     opts: dict[str, str | None] = {}
     for param in cmd.params:
-        if not isinstance(param, TyperOption):
+        if not isinstance(param, TyperOption) or param.hidden:  # hidden: a deprecated spelling
             continue
-        longs = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
-        for o in longs:
+        for o in param.opts + param.secondary_opts:
             opts[o] = None if param.is_flag else param.metavar
     return opts
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_every_command_has_a_readme_row(name: str) -> None:
-    assert _rows(name), f"no README CLI table row for `tracewh {name}`"
+def test_every_command_has_a_reference_section(name: str) -> None:
+    assert _section(name)
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_readme_row_names_only_real_options_with_their_metavars(name: str) -> None:
+def test_reference_names_only_real_options_with_their_metavars(name: str) -> None:
     helped = _help_options(name)
-    for opt, meta in _readme_options(name).items():
-        assert opt in helped, f"README row of {name} names {opt}, which `tracewh {name} --help` lacks"
-        if meta and helped[opt]:
-            assert meta == helped[opt], f"{name} {opt}: README says {meta}, help says {helped[opt]}"
+    for opt, meta in _page_options(name).items():
+        if opt == "--help":
+            continue
+        assert opt in helped, f"the reference of {name} names {opt}, which `tracewh {name} --help` lacks"
+        assert meta == helped[opt], f"{name} {opt}: the reference says {meta}, help says {helped[opt]}"
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_every_option_of_the_help_is_in_the_readme_row(name: str) -> None:
-    documented = set(_readme_options(name))
-    cmd = GROUP.commands[name]  # type: ignore[attr-defined]
-    for param in cmd.params:
-        if not isinstance(param, TyperOption) or param.hidden:  # hidden: a deprecated spelling
-            continue
-        longs = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
-        if set(longs) & ALWAYS:
-            continue
-        assert set(longs) & documented, f"`tracewh {name}` option {longs} missing from its README row"
+def test_every_option_of_the_help_is_in_the_reference(name: str) -> None:
+    documented = set(_page_options(name))
+    missing = sorted(set(_help_options(name)) - documented)
+    assert not missing, f"`tracewh {name}` options missing from docs/reference/cli.md: {missing}"
 
 
 @pytest.mark.parametrize("name", COMMANDS)

@@ -1,24 +1,54 @@
-"""The README documents every CLI command and every SQL view/macro (sqlite-utils style)."""
+"""The documentation: the site's pages under docs/ and the README (sqlite-utils tests/test_docs.py).
+
+The reference pages (docs/reference/cli.md, docs/reference/sql.md) are generated from the code
+by docs/gen_ref.py: a stale page fails here (run `make docs-ref`), and each must name every
+command of `tracewh --help`, every table of the schema and every view and macro of sql/. The
+README stays an overview (<= 200 lines) whose links all land on pages that exist.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 
 import typer.main
+from typer.testing import CliRunner
 
 from tracewh.cli import app
 from tracewh.db import sql_files
+from tracewh.schema import TABLES
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CLI_PAGE = (DOCS / "reference" / "cli.md").read_text(encoding="utf-8")
+SQL_PAGE = (DOCS / "reference" / "sql.md").read_text(encoding="utf-8")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def test_every_cli_command_is_in_the_readme() -> None:
+def _gen_ref() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_ref", DOCS / "gen_ref.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_reference_pages_are_fresh() -> None:
+    stale = _gen_ref().stale()
+    assert not stale, f"generated pages out of date: {stale}; run `make docs-ref`"
+
+
+def test_cli_reference_names_every_command_of_the_help() -> None:
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    listed = re.findall(r"^\s{2}([a-z][a-z0-9-]*)\s{2,}", out.split("Commands", 1)[1], re.M)
     group = typer.main.get_command(app)
     names = sorted(group.commands)  # type: ignore[attr-defined]
-    assert len(names) >= 15
-    missing = [n for n in names if f"`tracewh {n}" not in README]
-    assert not missing, f"commands missing from README.md: {missing}"
+    assert len(names) >= 15 and set(listed) <= set(names), (listed, names)
+    missing = [n for n in names if f"### `tracewh {n}` {{#{n}}}" not in CLI_PAGE]
+    assert not missing, f"commands missing from docs/reference/cli.md: {missing}"
 
 
 def test_every_command_has_help_with_an_example() -> None:
@@ -27,13 +57,44 @@ def test_every_command_has_help_with_an_example() -> None:
         assert cmd.help and "Example:" in cmd.help, name
 
 
-def test_every_sql_view_and_macro_is_in_the_readme() -> None:
+def test_sql_reference_names_every_view_and_macro() -> None:
     defined: set[str] = set()
     for path in sql_files():
         defined |= set(re.findall(r"CREATE OR REPLACE (?:VIEW|MACRO) (\w+)", path.read_text()))
-    missing = sorted(n for n in defined if f"`{n}" not in README)
-    assert not missing, f"views/macros missing from README.md: {missing}"
+    assert len(defined) > 30
+    indexed = set(re.findall(r"^\| `(\w+)` \| (?:view|table macro|scalar macro) \|", SQL_PAGE, re.M))
+    assert defined <= indexed, f"missing from docs/reference/sql.md: {sorted(defined - indexed)}"
+    assert indexed <= defined, f"documented but not defined in sql/: {sorted(indexed - defined)}"
 
 
-def test_readme_states_the_two_commands() -> None:
+def test_sql_reference_names_every_table_and_column() -> None:
+    for name, spec in TABLES.items():
+        section = SQL_PAGE.split(f"### `{name}` {{#table-{name}}}", 1)
+        assert len(section) == 2, f"table {name} missing from docs/reference/sql.md"
+        body = section[1].split("\n### ", 1)[0]
+        for field in spec.schema:
+            assert f"| `{field.name}` |" in body, f"{name}.{field.name} missing"
+
+
+def test_readme_is_an_overview_that_links_into_the_docs() -> None:
+    lines = README.splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200)"
     assert "make demo" in README and "make test" in README
+    links = [t for t in _LINK.findall(README) if not re.match(r"[a-z]+://", t)]
+    assert sum(t.startswith("docs/") for t in links) >= 20
+    for target in links:
+        path = ROOT / target.split("#", 1)[0]
+        assert path.is_file(), f"README links to {target}, which does not exist"
+    shot = ROOT / "docs" / "assets" / "report.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 200_000
+
+
+def test_every_relative_link_between_pages_lands_on_a_page() -> None:
+    pages = sorted(DOCS.rglob("*.md"))
+    assert len(pages) >= 30
+    for page in pages:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            assert path.is_file(), f"{page.relative_to(ROOT)} links to {target}, which does not exist"
