@@ -94,7 +94,7 @@ def _median(xs: list[float]) -> float:
 
 
 def _overhead_by_hand(rounds: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
-    """Estimate and 95% interval from run.json's rounds, computed from the README's definition."""
+    """Estimate and 95% interval from run.json's rounds, computed from the definition in docs/concepts/capture-overhead.md."""
     med = [_median(r[key]) for r in rounds]
     ratios = sorted(med[i] / ((med[i - 1] + med[i + 1]) / 2) for i in range(1, len(med) - 1, 2))
     assert len(ratios) == ROUNDS

@@ -5,7 +5,7 @@ profiler's ``[memory]`` events (``profile_memory=True``); this module picks the
 macro of a view, restricts the tables to the run's partition and filters devices.
 Definitions (allocated vs reserved, how frees are paired with allocations, what
 happens to memory allocated before the trace began) are in that file's header
-and in the README's "Memory" section.
+and in docs/concepts/memory.md.
 """
 
 from __future__ import annotations

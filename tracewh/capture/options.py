@@ -59,7 +59,7 @@ class CaptureOptions:
         Passed to ``torch.profiler.profile``. ``with_stack`` records Python
         frames, including the ``nn.Module: …`` spans module attribution needs;
         both it and ``with_modules`` are on by default. Each adds overhead,
-        which the overhead rounds measure (the README states typical figures).
+        which the overhead rounds measure (docs/concepts/capture-overhead.md states typical figures).
     overhead_rounds
         Traced rounds of the overhead measurement after the recorded window
         (``2 * overhead_rounds + 1`` rounds in all, untraced and traced in

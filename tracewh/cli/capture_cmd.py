@@ -39,7 +39,7 @@ def capture(
     label: list[str] | None = typer.Option(None, "--label", "-l", metavar="K=V", help="KEY=VALUE label stored in run.json (repeatable)."),
     model: str | None = typer.Option(None, "--model", metavar="NAME", help="Model name (the model label)."),
     finish: bool = typer.Option(False, "--finish", help="Let the script run to its end after the capture (default: stop it cleanly)."),
-    stack: bool = typer.Option(True, "--stack/--no-stack", help="with_stack: Python frames and the nn.Module spans module attribution needs (with --modules, about +5-15 points on small CPU steps; see README)."),
+    stack: bool = typer.Option(True, "--stack/--no-stack", help="with_stack: Python frames and the nn.Module spans module attribution needs (with --modules, about +5-15 points on small CPU steps; see docs/concepts/capture-overhead.md)."),
     modules: bool = typer.Option(True, "--modules/--no-modules", help="with_modules: module hierarchy of each op."),
     record_shapes: bool = typer.Option(True, "--record-shapes/--no-record-shapes", help="Record operator input shapes (about +5-35 points on small CPU steps)."),
     profile_memory: bool = typer.Option(False, "--profile-memory", help="Record allocations (profile_memory)."),

@@ -41,7 +41,7 @@ MIN_SPLIT_BYTES = 128 << 20
 #: the bytes before its start only to skip them, at ~6-7x the scan's rate), plus bytes for
 #: the other process's start (~0.5 s, ~40 MB of scanning shared between the two). From
 #: the balance x / r = t0 + x / r_gz + (size - x) / r with r ~ 75 MB/s, r_gz ~ 500 MB/s and
-#: t0 ~ 0.5 s (CPU rates measured on this machine, see README): 0.56 of a 1 GB trace,
+#: t0 ~ 0.5 s (CPU rates measured on this machine, see docs/performance.md): 0.56 of a 1 GB trace,
 #: 0.62 of 250 MB.
 SKEW = 0.04
 SKEW_BYTES = 20 << 20
