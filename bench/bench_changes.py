@@ -5,7 +5,7 @@ Two parts, side by side in one run:
 1. **Series level** (fast, many series): ``N_PER_CLASS`` series each with 0, 1 and 2 step
    changes (``bench/changes_series.py``: 30-60 runs, changes of 2-30% up or down, noise
    1-5%, per-run values averaged over 4-12 jittered steps). tracewh's detector
-   (:func:`tracewh.analysis.changepoint.detect`, with the runs' within-step variance) and
+   (:func:`tracewh.history.changepoint.detect`, with the runs' within-step variance) and
    Otava's ``compute_change_points`` with its defaults (window 50, max p-value 0.001) see
    the same values. A detection counts only on the exact first run after a true change
    (also shown with a tolerance of one run).
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.changes_series import Score, Series, corpus, score
-from tracewh.analysis.changepoint import detect
+from tracewh.history.changepoint import detect
 
 VENV = Path(".bench-venv/otava")
 N_PER_CLASS = 300

@@ -40,7 +40,7 @@ from polars.testing import assert_frame_equal
 
 from bench.timing import median_time, time_pairs
 from tracewh.api import Warehouse
-from tracewh.schema import GPU_OPS, RUNS, STEPS
+from tracewh.schema.arrow import GPU_OPS, RUNS, STEPS
 from tracewh.synth import SynthConfig, write_trace
 
 BENCH = Path("data/bench")

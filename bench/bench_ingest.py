@@ -98,7 +98,7 @@ def _child(mode: str, path: Path, parts: int) -> dict[str, float]:
             deque(ijson.items(f, "traceEvents.item"), maxlen=0)
     else:
         from tracewh.ingest.pipeline import IngestOptions, ingest_file
-        from tracewh.store import Store
+        from tracewh.storage.store import Store
 
         with tempfile.TemporaryDirectory(dir=DATA) as tmp:
             store = Store(Path(tmp) / "wh")
@@ -152,7 +152,7 @@ def _ingest_one(args: tuple[str, str, int]) -> str:
     import os
 
     from tracewh.ingest.pipeline import IngestOptions, ingest_file
-    from tracewh.store import Store
+    from tracewh.storage.store import Store
 
     root, trace, jobs = args
     # DuckDB threads per process as the --jobs driver sets them (tracewh.ingest.batch)
@@ -164,7 +164,7 @@ def _files(n: int, rounds: int = 3) -> None:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from tracewh.store import Store
+    from tracewh.storage.store import Store
     from tracewh.synth import SynthConfig, write_trace
 
     folder = DATA / f"files-{n}"

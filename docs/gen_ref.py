@@ -7,7 +7,7 @@ committed page differs from what the code generates (``make docs`` runs the chec
 - ``docs/reference/cli.md``: every command of the Typer app (``tracewh.cli.app``), in the
   order and help panels of ``tracewh --help``, with its usage, help text, arguments and
   options (names, metavar, default, environment variable, help).
-- ``docs/reference/sql.md``: every table of ``tracewh.schema.TABLES`` (grain, partitioning,
+- ``docs/reference/sql.md``: every table of ``tracewh.schema.arrow.TABLES`` (grain, partitioning,
   columns and Arrow types) and every view and macro of ``sql/`` (the file header comments,
   which name each one's grain and columns, and an index built from the ``CREATE OR REPLACE``
   statements themselves, so nothing defined can be missing).
@@ -170,7 +170,7 @@ _CREATE = re.compile(
 
 
 def _sql_files() -> list[Path]:
-    from tracewh.db import sql_files
+    from tracewh.query.db import sql_files
 
     return list(sql_files())
 
@@ -208,7 +208,7 @@ def sql_page() -> str:
         GENERATED,
         "",
         "What `tracewh sql`, `Warehouse.sql` and every command query: the tables (declared once",
-        "in `tracewh/schema.py`), one base view per table holding its visible rows only, and the",
+        "in `tracewh/schema/arrow.py`), one base view per table holding its visible rows only, and the",
         "views and macros of the `sql/` files, applied in file-name order. The conventions (units,",
         "run selectors in SQL, quantiles) are in [SQL over months of runs](../how-to/sql-history.md)",
         "and the definitions of the figures in [Figures](../concepts/figures.md).",

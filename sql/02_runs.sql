@@ -1,5 +1,5 @@
 -- 02_runs.sql: run selectors, the one definition of what `--run SEL` means
--- (tracewh/runsel.py parses the same grammar for its error messages).
+-- (tracewh/query/runsel.py parses the same grammar for its error messages).
 --
 -- A selector is a string of terms separated by commas; a run matches when it matches every
 -- term: 'latest' (or an empty selector: every run), a run_id prefix (any length; 'a1b2'),

@@ -2,8 +2,8 @@
 -- object {key: count}: oddities of the file (negative_dur, mistyped:grid, deep_nesting,
 -- truncated_strings, ...) and, from sql/ingest/40_anomalies.sql, those that skew a run's
 -- times (duplicate_events, correlation_reuse, gpu_outside_cpu_window: the keys of
--- tracewh.schema.BASELINE_ANOMALIES). Which keys keep a run out of baselines is decided once,
--- in Python (tracewh.schema.BASELINE_ANOMALIES, read by tracewh.analysis.health: runs.unusable).
+-- tracewh.schema.arrow.BASELINE_ANOMALIES). Which keys keep a run out of baselines is decided once,
+-- in Python (tracewh.schema.arrow.BASELINE_ANOMALIES, read by tracewh.history.health: runs.unusable).
 --
 -- run_anomalies (view)
 --     Grain: one row per (visible run, key of its anomalies_json).

@@ -1,5 +1,5 @@
 -- 08_fingerprints.sql: a run's workload fingerprint computed from its stored tables, for runs
--- ingested before the `fingerprints` table existed (tracewh.analysis.workload reads it).
+-- ingested before the `fingerprints` table existed (tracewh.history.workload reads it).
 --
 -- run_fingerprints_in(run_ids)  (table macro)
 --   grain: one row per visible run whose run_id is in run_ids (a VARCHAR[]).
@@ -14,10 +14,10 @@
 --   stored them; '' without dims) of each distinct launching operator; for a 'cpu' run,
 --   'o:' + name + ':' + the "Input Dims" of args_json of each distinct `events` row of
 --   category cpu_op / Operator.
---   minhash: 128 slots (tracewh.schema.MINHASH_SLOTS); slot i is the least
+--   minhash: 128 slots (tracewh.schema.arrow.MINHASH_SLOTS); slot i is the least
 --   md5_number_lower(i || ':' || token) over the tokens, shifted right by one bit to fit an
 --   int64 ([] without tokens).
---   Equal to the ingest-time row of the same trace (tests/test_fingerprint_backfill.py),
+--   Equal to the ingest-time row of the same trace (tests/ingest/test_backfill.py),
 --   except for a run ingested with --steps N: the ingest hashes every GPU op of the trace,
 --   while gpu_ops holds those of the kept steps only (the same kernels, in practice).
 

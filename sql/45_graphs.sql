@@ -5,7 +5,7 @@
 -- A capture (graph_nodes, from a trace that recorded the graph: *StreamBeginCapture ..
 -- *StreamEndCapture) lists the launches recorded into the graph in order, each with the CPU
 -- operator, module and annotations that recorded it. A replay is aligned with a capture by
--- kernel name in order (graph_align, tracewh/graphalign.py: a longest common subsequence of
+-- kernel name in order (graph_align, tracewh/query/graphalign.py: a longest common subsequence of
 -- the replayed ops' names and the nodes' kernel_names), so a node inserted or deleted
 -- anywhere on either side leaves the others paired. A capture without kernel names (CUDA:
 -- the launch call's args carry only ids) is paired by position when it has exactly as many

@@ -1,7 +1,7 @@
 -- 79_collectives.sql: the collectives of one job instance, matched across its ranks.
 --
 -- A job instance is a list of runs (run_list, VARCHAR[]): the traces of one distributed job,
--- distinct ranks of one workload (tracewh.analysis.workload picks them, as for 80_ranks.sql).
+-- distinct ranks of one workload (tracewh.history.workload picks them, as for 80_ranks.sql).
 -- The communication kernels come from the `collectives` table (one row per kernel, written at
 -- ingest by sql/ingest/34_out_collectives.sql); a rank is runs.rank (distributedInfo.rank).
 -- Two kernels of two ranks are one collective when they have the same process group

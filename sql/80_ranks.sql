@@ -1,7 +1,7 @@
 -- 80_ranks.sql: the ranks of one job instance side by side.
 --
 -- A job instance is a list of runs (run_list): the traces of one distributed job, distinct
--- ranks of one workload (tracewh.analysis.workload picks them; unrelated traces that share a
+-- ranks of one workload (tracewh.history.workload picks them; unrelated traces that share a
 -- folder are not ranks of one job).
 --
 -- rank_kernels(run_list)  (table macro)

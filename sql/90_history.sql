@@ -1,5 +1,5 @@
 -- 90_history.sql: per-run metrics normalised per step, history series. (Which runs are
--- comparable is tracewh.analysis.workload: labels, else the trace's fingerprint.)
+-- comparable is tracewh.history.workload: labels, else the trace's fingerprint.)
 --
 -- Normalisation: a run's *step divisor* is its number of ProfilerStep#N (distinct N in
 -- `steps`), or 1 when the trace has no steps; every "per step" value below is a run total

@@ -12,7 +12,7 @@
 --            calls / sum of gpu_ns / 1e3 over the key's roofline rows), step_sd (NULL: the
 --            per-step spread of a rate is not computed; the change-point test uses the
 --            runs' spread), n_steps
---   The same columns as series_values (93_changes.sql), so tracewh.alerts/check treat the
+--   The same columns as series_values (93_changes.sql), so tracewh.history.alerts/check treat the
 --   rows as one more metric; unlike every other metric, higher is better: a drop is the
 --   regression. Not part of series_values: computing it costs the roofline of every run
 --   (the perf model's query planning, the attribution over every cpu_op), so `changes` and

@@ -1,6 +1,6 @@
 """Run every CLI command many times as a real process and tally the exit codes.
 
-Used by ``tests/test_reliability_exits.py`` (a few rounds in the default suite, 20 in
+Used by ``tests/cli/test_exits.py`` (a few rounds in the default suite, 20 in
 ``make test-all``) and runnable by hand for the figures of a report::
 
     .venv/bin/python tests/cli_sweep.py WAREHOUSE TRACES_DIR ROUNDS OUT_DIR

@@ -24,8 +24,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from tracewh.db import connect_tables
-from tracewh.schema import GPU_OP_CATEGORIES, RUNTIME_CATEGORIES, TABLES
+from tracewh.query.db import connect_tables
+from tracewh.schema.arrow import GPU_OP_CATEGORIES, RUNTIME_CATEGORIES, TABLES
 
 DAY = dt.date(2024, 4, 4)
 RUN = "run-a"

@@ -17,8 +17,8 @@ import typer.main
 from typer.testing import CliRunner
 
 from tracewh.cli import app
-from tracewh.db import sql_files
-from tracewh.schema import TABLES
+from tracewh.query.db import sql_files
+from tracewh.schema.arrow import TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -2,9 +2,15 @@
 
 ``tracewh.__version__`` is the installed distribution's version (declared once, in
 ``pyproject.toml``), read from its metadata when first asked for.
+
+The layout (packages by role, dependencies pointing one way) is described in
+``docs/architecture.md``. Import paths from before that layout keep working with a
+DeprecationWarning (:mod:`tracewh._compat`).
 """
 
 from __future__ import annotations
+
+from tracewh import _compat
 
 __all__ = ["__version__", "package_version"]
 
@@ -23,3 +29,6 @@ def __getattr__(name: str) -> str:
     if name == "__version__":
         return package_version()
     raise AttributeError(f"module 'tracewh' has no attribute {name!r}")
+
+
+_compat.install()

@@ -23,9 +23,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from tracewh import macros
-from tracewh import memory as _mem
-from tracewh.db import (
+from tracewh.analysis import memory as _mem
+from tracewh.core.errors import (
+    EmptyWarehouseError,
+    RunNotFoundError,
+    UsageError,
+    WarehouseError,
+)
+from tracewh.query import macros
+from tracewh.query.db import (
     Rows,
     TableInfo,
     catalog_schema_key,
@@ -36,13 +42,7 @@ from tracewh.db import (
     first_line,
     shadow_files,
 )
-from tracewh.errors import (
-    EmptyWarehouseError,
-    RunNotFoundError,
-    UsageError,
-    WarehouseError,
-)
-from tracewh.runsel import (
+from tracewh.query.runsel import (
     RUN_FIELDS,
     RunRef,
     RunSelector,
@@ -53,19 +53,19 @@ from tracewh.runsel import (
     sql_selector,
     where_clause,
 )
-from tracewh.store import Store, select_files
+from tracewh.storage.store import Store, select_files
 
 # Polars, the ingest pipeline (pyarrow, deltalake), history, changes and check are imported
 # where they are used: a command that prints a query's rows loads none of them
 if TYPE_CHECKING:
     import polars as pl
 
-    from tracewh import alerts as _alerts
-    from tracewh import check as _check
-    from tracewh import roofline as _roof
+    from tracewh.analysis import roofline as _roof
+    from tracewh.history import alerts as _alerts
+    from tracewh.history import check as _check
     from tracewh.ingest.batch import Executor, IngestReport
     from tracewh.ingest.maintenance import CompactReport, VerifyReport
-    from tracewh.ingest.pipeline import FileResult
+    from tracewh.ingest.options import FileResult
 
 __all__ = ["RunRef", "RunSelector", "Warehouse"]
 
@@ -127,7 +127,7 @@ class Warehouse:
         never an exception.
         """
         from tracewh.ingest.batch import ingest_paths
-        from tracewh.ingest.pipeline import IngestOptions
+        from tracewh.ingest.options import IngestOptions
 
         if steps is not None and steps < 1:
             raise UsageError("--steps must be at least 1")
@@ -231,7 +231,7 @@ class Warehouse:
                 con.register_filesystem(self.store.filesystem())
             # the session's queries only read the warehouse: its connection is confined
             # once (sql()/query() need no connection of their own inside a session)
-            from tracewh.sqlguard import confine
+            from tracewh.query.sqlguard import confine
 
             confine(con, allowed=self._allowed_dirs())
             self._pinned = _Pinned(con, tables, live, partial, views={id(con): {}},
@@ -360,7 +360,7 @@ class Warehouse:
     def connection(self, *, days: Collection[date] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection (as :meth:`connect`) for the library's queries that change its settings.
 
-        What a query under its own DuckDB memory limit runs on (:mod:`tracewh.memory`).
+        What a query under its own DuckDB memory limit runs on (:mod:`tracewh.analysis.memory`).
         Outside a session, a new connection, closed at the end. Inside :meth:`session`,
         one connection kept for the whole session (not the session's confined one, whose
         settings are locked; one per thread), its views re-pointed only where ``days``
@@ -412,7 +412,7 @@ class Warehouse:
             con = pinned.threads.get(me)
         if con is not None:
             return con
-        from tracewh.sqlguard import confine
+        from tracewh.query.sqlguard import confine
 
         con = connect_catalog()
         try:
@@ -485,7 +485,7 @@ class Warehouse:
 
         ``days`` restricts the run tables to those partitions, ``since`` to the
         partitions of that day or later (see :meth:`connect`). The query may only
-        read (``SELECT`` and the like, see :mod:`tracewh.sqlguard`) and only the
+        read (``SELECT`` and the like, see :mod:`tracewh.query.sqlguard`) and only the
         warehouse's files; ``unrestricted=True`` lifts both (any statement, any file
         this user can reach: it can damage the warehouse).
         """
@@ -522,7 +522,7 @@ class Warehouse:
         """Refuse ``query`` unless it only reads; confine ``con`` to the warehouse's tables
         (after the views are bound to the snapshot; the setting is locked) unless it is the
         session's, confined already."""
-        from tracewh.sqlguard import check_read_only, confine
+        from tracewh.query.sqlguard import check_read_only, confine
 
         check_read_only(con, query)
         if self._pinned is None or not self._pinned.holds(con):
@@ -530,17 +530,17 @@ class Warehouse:
 
     def _allowed_dirs(self) -> list[str]:
         """The folders a confined query may read: the tables (and their object-store URL)."""
-        from tracewh.sqlfiles import glob_escaped
+        from tracewh.core.sqlfiles import glob_escaped
 
         tables = f"{self.root}/tables/" if self.store.remote else str(self.store.tables_dir) + os.sep
         # DuckDB checks the path as written in the query: the snapshot's paths are written
-        # with their glob characters escaped (tracewh.sqlfiles.glob_escaped)
+        # with their glob characters escaped (tracewh.core.sqlfiles.glob_escaped)
         return sorted({tables, glob_escaped(tables)})
 
     def scan(self, table: str) -> pl.LazyFrame:
         """A table's visible rows as a :class:`polars.LazyFrame` (read from Delta natively)."""
 
-        from tracewh.schema import TABLES
+        from tracewh.schema.arrow import TABLES
 
         if table not in TABLES:
             raise UsageError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
@@ -560,7 +560,7 @@ class Warehouse:
         """
         import polars as pl
 
-        from tracewh.schema import TABLES
+        from tracewh.schema.arrow import TABLES
 
         spec = TABLES[table]
         schema = pl.Schema(pl.DataFrame(spec.schema.empty_table()).schema)
@@ -588,14 +588,14 @@ class Warehouse:
 
         Latest first: the runs of the latest ``tracewh ingest`` command first (``ingested_at``
         descending), each command's runs by trace start descending, then rank (the order
-        ``latest`` resolves by, see :mod:`tracewh.runsel`).
+        ``latest`` resolves by, see :mod:`tracewh.query.runsel`).
 
         Besides the ``runs`` columns: ``workload`` (the labels that name it, or ``fp:...``
-        from the trace's fingerprint; see :mod:`tracewh.analysis.workload`),
+        from the trace's fingerprint; see :mod:`tracewh.history.workload`),
         ``workload_by`` (``labels`` | ``fingerprint`` | ``none``), ``unusable`` (why the
-        run stays out of baselines, see :mod:`tracewh.analysis.health`; NULL when usable).
+        run stays out of baselines, see :mod:`tracewh.history.health`; NULL when usable).
         """
-        from tracewh import alerts as _alerts
+        from tracewh.history import alerts as _alerts
 
         clauses, params = where_clause(where or {})
         df = self._runs_query(
@@ -628,7 +628,7 @@ class Warehouse:
 
     # ------------------------------------------------------------- selectors
     def resolve_run(self, selector: RunSelector = "latest") -> RunRef:
-        """Resolve a run selector to one run (see :mod:`tracewh.runsel`).
+        """Resolve a run selector to one run (see :mod:`tracewh.query.runsel`).
 
         ``latest``, a run_id prefix, ``KEY=VALUE`` (label or run field), or several terms
         (``"model=x,rank=0"`` or a list), all of which the run must match. Several matches
@@ -709,7 +709,7 @@ class Warehouse:
         What a filter could have matched, for saying so when it matched nothing (``--cat
         Kernel`` when the run's GPU ops have ``kernel``).
         """
-        from tracewh.schema import TABLES
+        from tracewh.schema.arrow import TABLES
 
         spec = TABLES.get(table)
         if spec is None or not spec.is_run_child or column not in spec.schema.names:
@@ -883,7 +883,7 @@ class Warehouse:
     def graph_match(self, run: RunSelector = "latest") -> dict[str, Any]:
         """How the run's graph replays map to captures, one row as a dict (``graph_match``).
 
-        ``tracewh.graphalign.match_note`` turns it into the line screens print beside
+        ``tracewh.query.graphalign.match_note`` turns it into the line screens print beside
         capture-derived attribution.
         """
         rows = self.macro_rows(macros.graph_match().name, run)
@@ -912,7 +912,7 @@ class Warehouse:
         ``view`` is ``summary``, ``peak``, ``allocations``, ``steps``, ``leaks`` or
         ``timeline``; ``device`` keeps ``cpu``, ``gpu``, a device id or a name such as
         ``cuda:0``; the query runs under DuckDB's ``memory_limit`` (bytes, spilling beyond
-        it); see :func:`tracewh.memory.memory`.
+        it); see :func:`tracewh.analysis.memory.memory`.
         """
         return _mem.memory(self, run, view=view, device=device, top=top, buckets=buckets,
                            memory_limit=memory_limit)
@@ -923,7 +923,7 @@ class Warehouse:
         """Multi-rank comparison within one job instance.
 
         The instance is the ranks of one distributed job: runs of one ``job`` and workload
-        with distinct ranks (:mod:`tracewh.analysis.workload`), so unrelated traces that
+        with distinct ranks (:mod:`tracewh.history.workload`), so unrelated traces that
         share a folder are never compared as ranks. ``run`` (a selector) picks the instance
         of that run; else ``job`` (a job name or a run selector) picks the latest instance
         of that job; neither: the latest run's. ``view`` is ``imbalance``, ``kernels`` or
@@ -998,7 +998,7 @@ class Warehouse:
             ref = self.resolve_run(hits["run_id"][0] if hits.height else job)
         import polars as pl
 
-        from tracewh import alerts as _alerts
+        from tracewh.history import alerts as _alerts
 
         rs = _alerts.run_set(self, include_unusable=True).runs
         inst = rs.filter(pl.col("run_id") == ref.run_id)["instance"].to_list()
@@ -1028,7 +1028,7 @@ class Warehouse:
         --------
         >>> Warehouse("wh").roofline("latest", op="addmm", top=5)  # doctest: +SKIP
         """
-        from tracewh import roofline as _roof
+        from tracewh.analysis import roofline as _roof
 
         return _roof.roofline(
             self, run, op=op, top=top, peak_tflops=peak_tflops, peak_tbs=peak_tbs
@@ -1050,7 +1050,7 @@ class Warehouse:
         operators whose name matches ``op``, for runs of day ``since`` or later with the
         labels/fields ``where``.
         """
-        from tracewh import roofline as _roof
+        from tracewh.analysis import roofline as _roof
 
         return _roof.roofline_history(
             self, op=op, since=str(since) if isinstance(since, date) else since, where=where,
@@ -1074,7 +1074,7 @@ class Warehouse:
         --------
         >>> Warehouse("wh").diff("night=2025-01-01", "latest", level="category")  # doctest: +SKIP
         """
-        from tracewh import history as _hist
+        from tracewh.history import series as _hist
 
         return _hist.diff(self, a, b, level=level, tolerance=tolerance)
 
@@ -1085,7 +1085,7 @@ class Warehouse:
         and idle fractions: one row per metric with ``value_a``, ``value_b``, ``delta``,
         ``ratio``.
         """
-        from tracewh import history as _hist
+        from tracewh.history import series as _hist
 
         return _hist.compare(self, a, b)
 
@@ -1122,7 +1122,7 @@ class Warehouse:
             n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
             time_per_step_ns, mean_ns.
         """
-        from tracewh import history as _hist
+        from tracewh.history import series as _hist
 
         return _hist.history(self, kernel=kernel, category=category, since=since, where=where,
                              kernel_key=kernel_key)  # fmt: skip
@@ -1149,9 +1149,9 @@ class Warehouse:
         key and top-level module, per step) over the comparable runs of one workload,
         device, backend, rank and world size, oldest first. Change points come from
         E-divisive means with a t-test corrected for the search, the runs' own step spread
-        as the noise floor (:mod:`tracewh.analysis.changepoint`); changes starting at the
+        as the noise floor (:mod:`tracewh.history.changepoint`); changes starting at the
         same job instance form one alert group. Runs unusable for comparison
-        (:mod:`tracewh.analysis.health`) are left out unless ``include_unusable``.
+        (:mod:`tracewh.history.health`) are left out unless ``include_unusable``.
 
         Parameters
         ----------
@@ -1182,7 +1182,7 @@ class Warehouse:
         --------
         >>> Warehouse("wh").changes(since="90d", category="gemm").to_dicts()  # doctest: +SKIP
         """
-        from tracewh import alerts as _alerts
+        from tracewh.history import alerts as _alerts
 
         # one snapshot and one connection for the runs, their fingerprints and the values
         with self.session():
@@ -1222,15 +1222,15 @@ class Warehouse:
         fewer than ``min_runs`` comparable earlier runs are not checked (listed in
         ``CheckReport.insufficient``). With ``op``, the achieved TFLOP/s of the CPU
         operators matching that pattern are checked too (a drop is a regression; see
-        :meth:`changes`). See :mod:`tracewh.check`.
+        :meth:`changes`). See :mod:`tracewh.history.check`.
 
         Examples
         --------
         >>> report = Warehouse("wh").check("latest", threshold=0.1)  # doctest: +SKIP
         >>> [f.metric for f in report.regressions]                   # doctest: +SKIP
         """
-        from tracewh import alerts as _alerts
-        from tracewh import check as _check
+        from tracewh.history import alerts as _alerts
+        from tracewh.history import check as _check
 
         with self.session():  # one snapshot and one connection for every query of the check
             return _check.check(

@@ -15,7 +15,7 @@
 -- flow  one row per flow event (`ph: s/t/f`), its args (if any) as JSON text
 -- thr   one row per metadata event (`ph: M`): process/thread names, sort order
 -- anom  one row per (chunk, anomaly found in SQL): key (as in runs.anomalies_json), n
--- t_gpu_cats  the GPU op categories (tracewh.schema.GPU_OP_CATEGORIES)
+-- t_gpu_cats  the GPU op categories (tracewh.schema.arrow.GPU_OP_CATEGORIES)
 --
 -- tw_i64(x)       a HUGEINT id as int64 (uint64 wrapped to its two's complement)
 -- tw_i64_label(x) the decimal text of an id that did not fit int64

@@ -1,5 +1,5 @@
 -- the row of `fingerprints` for each run of t_files (see 20_out_events.sql): a MinHash
--- signature of its workload's tokens, 128 slots (tracewh.schema.MINHASH_SLOTS), each the
+-- signature of its workload's tokens, 128 slots (tracewh.schema.arrow.MINHASH_SLOTS), each the
 -- least md5 (lower 64 bits, shifted to fit int64) of "<slot>:<token>" over the tokens.
 -- Tokens: with GPU ops, 'k:' + the base kernel key (06_kernel_key.sql: stable across
 -- recompiles) of each distinct GPU op name, and 'o:' + name + input dims of each distinct

@@ -1,5 +1,5 @@
 -- rows of `collectives` for each run of t_files (see 20_out_events.sql): one row per
--- communication kernel, with its collective's args (tracewh.schema.COLLECTIVES).
+-- communication kernel, with its collective's args (tracewh.schema.arrow.COLLECTIVES).
 -- Which kernels: GPU ops of op_kind kernel whose category is communication (sql/05_names.sql
 -- tw_category: NCCL, RCCL, HCCL, MSCCL(++), c10d, custom all-reduce kernels), and any other
 -- kernel whose args carry "Collective name". Args read from the kernel's args_json (Kineto

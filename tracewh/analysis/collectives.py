@@ -16,7 +16,7 @@ import re
 
 import polars as pl
 
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
 
 #: What ``by`` may be.
 BY: tuple[str, ...] = ("collective", "rank")

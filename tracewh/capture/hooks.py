@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from types import CodeType, ModuleType
 from typing import Any, Literal, Protocol
 
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
 
 DECORATOR = "__tracewh_step__"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -9,7 +9,7 @@ from typing import Any, Unpack
 
 from tracewh.capture.options import CaptureKwargs, CaptureOptions
 from tracewh.capture.session import CaptureResult, Session
-from tracewh.errors import CaptureError
+from tracewh.core.errors import CaptureError
 
 
 class Capture:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
 from tracewh.capture.overhead import MIN_ROUNDS
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
 
 LabelValue = str | int | float | bool
 ClockOption = Literal["auto", "wall", "cpu"]

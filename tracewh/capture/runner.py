@@ -93,7 +93,7 @@ def main(config_path: str) -> int:
     from tracewh.capture import hooks
     from tracewh.capture.options import CaptureOptions
     from tracewh.capture.session import Session, import_torch
-    from tracewh.errors import TracewhError
+    from tracewh.core.errors import TracewhError
 
     status: dict[str, Any] = {"outcome": "error", "steps_run": 0}
     script: str = config["script"]

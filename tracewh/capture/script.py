@@ -26,7 +26,7 @@ from tracewh.capture.hooks import StepOn, decorate_source, parse_step_on, target
 from tracewh.capture.options import CaptureOptions
 from tracewh.capture.overhead import Clock, Round, estimate_overhead
 from tracewh.capture.session import SIDECAR, CaptureResult
-from tracewh.errors import CaptureError, UsageError
+from tracewh.core.errors import CaptureError, UsageError
 
 RUNNER = Path(__file__).with_name("runner.py")
 Ended = Literal["stopped", "finished", "exited", "raised", "interrupted"]

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from tracewh import __version__
 from tracewh.capture.options import STEP_SPAN, CaptureOptions, LabelValue
 from tracewh.capture.overhead import Clock, OverheadEstimate, Round, estimate_overhead
-from tracewh.errors import CaptureError
+from tracewh.core.errors import CaptureError
 
 SIDECAR = "run.json"
 INSTALL_HINT = "install the extra: pip install 'tracewh[capture]' (or pip install torch)"

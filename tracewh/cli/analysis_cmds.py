@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tracewh import macros
 from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
@@ -28,13 +27,14 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show
-from tracewh.errors import UsageError
-from tracewh.runsel import RunRef
+from tracewh.core.errors import UsageError
+from tracewh.query import macros
+from tracewh.query.runsel import RunRef
 
 if TYPE_CHECKING:  # a terminal table needs no Polars: only CSV/JSON output and --out load it
     import polars as pl
 
-    from tracewh.db import Rows
+    from tracewh.query.db import Rows
 
 _THRESHOLD_HELP = "Kernel-wait threshold in µs: shorter gaps count as launch overhead."
 
@@ -128,7 +128,7 @@ def _sql_hint(query: str) -> str | None:
 
 
 def _per_run_macro(name: str) -> bool:
-    from tracewh.sqlfiles import sql_files
+    from tracewh.core.sqlfiles import sql_files
 
     pattern = re.compile(rf"MACRO\s+{re.escape(name)}\s*\(\s*run\b", re.IGNORECASE)
     return any(pattern.search(p.read_text(encoding="utf-8")) for p in sql_files())

@@ -21,7 +21,7 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show, write_out
-from tracewh.runsel import RunRef
+from tracewh.query.runsel import RunRef
 
 if TYPE_CHECKING:
     import polars as pl

@@ -27,7 +27,7 @@ from tracewh.cli.layout import fit_names
 from tracewh.cli.output import note, run_title, selection_note, show, terminal_width, write_out
 
 if TYPE_CHECKING:  # the change-point modules (Polars, numpy) load when the command runs
-    from tracewh.alerts import ChangesReport
+    from tracewh.history.alerts import ChangesReport
 
 
 #: Said when runs ingested before fingerprints were fingerprinted from their tables.

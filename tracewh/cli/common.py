@@ -39,8 +39,8 @@ import typer
 from typer.core import TyperArgument, TyperGroup
 from typer.models import ArgumentInfo, OptionInfo
 
-from tracewh.errors import TracewhError, UsageError
-from tracewh.textsafe import escape_control
+from tracewh.core.errors import TracewhError, UsageError
+from tracewh.core.textsafe import escape_control
 
 
 class _Group(TyperGroup):
@@ -119,9 +119,9 @@ def graph_notes(wh: Any, ref: Any) -> list[str]:
     """The line saying how the run's graph replays map to captures (none without replays).
 
     Printed beside every table whose operators, modules or annotations may come from a
-    graph capture (``Warehouse.graph_match``, ``tracewh.graphalign.match_note``).
+    graph capture (``Warehouse.graph_match``, ``tracewh.query.graphalign.match_note``).
     """
-    from tracewh.graphalign import match_note
+    from tracewh.query.graphalign import match_note
 
     note = match_note(wh.graph_match(ref))
     return [note] if note else []

@@ -129,7 +129,7 @@ def renamed_option(old_value: str | None, new_value: str | None, *, old: str, ne
     typer.echo(f"warning: `tracewh {command} {old}` is deprecated, use {new} "
                f"({old} is the output format of a command's result)", err=True)
     if new_value is not None and new_value != old_value:
-        from tracewh.errors import UsageError
+        from tracewh.core.errors import UsageError
 
         raise UsageError(f"{old} {old_value!r} and {new} {new_value!r} disagree: give {new} only")
     return old_value

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tracewh.textsafe import escape_control
+from tracewh.core.textsafe import escape_control
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,7 +42,7 @@ def cell_text(value: Any) -> str:
 
     The single place where a cell's value becomes text in a terminal table, a title or a
     note, so a name holding a newline or a terminal escape cannot break the layout (the
-    escaping itself is :func:`tracewh.textsafe.escape_control`, shared with the charts and
+    escaping itself is :func:`tracewh.core.textsafe.escape_control`, shared with the charts and
     reports: C0/C1 controls, DEL, bidi controls, separators, surrogates).
     """
     if value is None:
@@ -133,7 +133,7 @@ def _duck_kind(name: str, type_name: str) -> str:
 
 
 def table_columns(data: Any) -> list[tuple[str, str, list[Any]]]:
-    """``(name, kind, values)`` of each column of a Polars frame or a :class:`~tracewh.db.Rows`."""
+    """``(name, kind, values)`` of each column of a Polars frame or a :class:`~tracewh.query.db.Rows`."""
     if hasattr(data, "schema"):  # a Polars DataFrame
         return [(n, _kind(n, data.schema[n]), data[n].to_list()) for n in data.columns]
     return [
@@ -266,7 +266,7 @@ def display(
     ----------
     df
         The result, units in its column names (``total_ns``): a Polars frame or the plain
-        :class:`~tracewh.db.Rows` of a query (no Polars needed).
+        :class:`~tracewh.query.db.Rows` of a query (no Polars needed).
     origin_ns
         The instant timestamps are shown relative to (the run's start); ``None``: the
         earliest timestamp of the table.

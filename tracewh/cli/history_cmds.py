@@ -29,14 +29,14 @@ from tracewh.cli.common import (
 )
 from tracewh.cli.layout import fit_names
 from tracewh.cli.output import rank_text, selection_note, show, terminal_width
-from tracewh.errors import UsageError
-from tracewh.macros import DIFF_LEVELS as LEVELS
-from tracewh.textsafe import escape_lines
+from tracewh.core.errors import UsageError
+from tracewh.core.textsafe import escape_lines
+from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
 if TYPE_CHECKING:  # Polars, history and check are imported where they are used
     import polars as pl
 
-    from tracewh.check import CheckReport, Finding
+    from tracewh.history.check import CheckReport, Finding
 
 
 def _ms(ns: float | None) -> str:
@@ -315,6 +315,6 @@ def check(
 
 
 def _parse_threshold(text: str) -> float:
-    from tracewh.history import parse_threshold
+    from tracewh.history.series import parse_threshold
 
     return parse_threshold(text)

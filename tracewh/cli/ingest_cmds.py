@@ -21,15 +21,15 @@ from tracewh.cli.common import (
     where_option,
 )
 from tracewh.cli.output import show
-from tracewh.errors import UsageError
-from tracewh.textsafe import escape_control
+from tracewh.core.errors import UsageError
+from tracewh.core.textsafe import escape_control
 
 if TYPE_CHECKING:  # the ingest pipeline, rich and Polars are imported by the commands that use them
     import polars as pl
     from rich.console import Console
 
     from tracewh.ingest.batch import IngestReport
-    from tracewh.ingest.pipeline import FileResult
+    from tracewh.ingest.options import FileResult
 
 
 def _size(path: Path) -> int:

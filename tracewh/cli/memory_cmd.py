@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from tracewh.analysis.memory import VIEWS
 from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
@@ -19,7 +20,6 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show
-from tracewh.memory import VIEWS
 
 _TITLES = {
     "summary": "memory per device",

@@ -25,14 +25,14 @@ import typer
 
 from tracewh.cli.display import cell_text, display, utc_text
 from tracewh.cli.layout import elide, render
-from tracewh.errors import UsageError
-from tracewh.runsel import RunRef
-from tracewh.textsafe import escape_control
+from tracewh.core.errors import UsageError
+from tracewh.core.textsafe import escape_control
+from tracewh.query.runsel import RunRef
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from tracewh.db import Rows
+    from tracewh.query.db import Rows
 
 __all__ = [
     "FORMATS", "cell_text", "emit", "note", "render_rows", "render_table", "run_title", "selection_note",
@@ -121,7 +121,7 @@ def _height(data: pl.DataFrame | Rows) -> int:
 def _head(data: pl.DataFrame | Rows, n: int) -> pl.DataFrame | Rows:
     if hasattr(data, "head"):
         return data.head(n)
-    from tracewh.db import Rows
+    from tracewh.query.db import Rows
 
     return Rows(data.columns, data.types, data.rows[:n])
 
@@ -155,7 +155,7 @@ def show(
     ----------
     df
         The result, exact values, units in the column names (``total_ns``): a Polars frame,
-        or a query's plain :class:`~tracewh.db.Rows` (a terminal table then needs no Polars).
+        or a query's plain :class:`~tracewh.query.db.Rows` (a terminal table then needs no Polars).
     fmt
         ``table``, ``csv`` or ``json``.
     title
@@ -237,7 +237,7 @@ def render_table(df: pl.DataFrame, *, title: str | None = None, **kw: object) ->
 
 
 def render_rows(rows: Rows, *, title: str | None = None, top: int | None = None) -> None:
-    """Print a query's :class:`~tracewh.db.Rows` as a terminal table (no Polars)."""
+    """Print a query's :class:`~tracewh.query.db.Rows` as a terminal table (no Polars)."""
     show(rows, "table", title=title or "", top=top)
 
 
@@ -284,11 +284,11 @@ def to_text(df: pl.DataFrame, fmt: str) -> str:
 def write_out(df: pl.DataFrame, path: Path) -> None:
     """Write ``df`` to ``.csv``, ``.json`` or ``.parquet`` atomically, with normal permissions.
 
-    Written to a temporary name beside ``path``, then renamed (:func:`tracewh.atomic.atomic_file`);
+    Written to a temporary name beside ``path``, then renamed (:func:`tracewh.core.atomic.atomic_file`);
     the file gets the mode a plain ``open()`` would give it (0666 less the umask: usually 0644),
     not the private 0600 of the temporary file.
     """
-    from tracewh.atomic import atomic_file
+    from tracewh.core.atomic import atomic_file
 
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".json", ".parquet"):

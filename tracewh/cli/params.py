@@ -9,7 +9,7 @@ would; anything else (``--top abc``, a value Typer would reject or transform) go
 own coercion, built on first use, so every error message stays Typer's.
 :func:`install` puts this in front of a command's parameters (``_Group.get_command``); where
 Typer's internals differ from what it expects, it leaves the parameters alone.
-tests/test_cli_params.py checks the results against Typer's adapters value by value.
+tests/cli/test_params.py checks the results against Typer's adapters value by value.
 """
 
 from __future__ import annotations

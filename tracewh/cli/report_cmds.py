@@ -21,8 +21,8 @@ from tracewh.cli.common import (
 )
 from tracewh.cli.conventions import renamed_option
 from tracewh.cli.output import note, run_title, selection_note
-from tracewh.errors import UsageError
-from tracewh.macros import DIFF_LEVELS as LEVELS
+from tracewh.core.errors import UsageError
+from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
 # tracewh.report (Altair, vl-convert, Polars) is imported by the commands that use it
 #: What `tracewh flame --format` writes (tracewh.report.flame.FORMATS).

@@ -26,7 +26,7 @@ from tracewh.cli.output import show, write_out
 if TYPE_CHECKING:  # the roofline module (Polars) loads when the command runs
     import polars as pl
 
-    from tracewh.roofline import PeakTflops
+    from tracewh.analysis.roofline import PeakTflops
 
 _OUT_HELP = "Also write the rows shown to PATH (.csv, .json or .parquet), every column."
 _PEAK_HELP = (
@@ -68,7 +68,7 @@ def roofline(
     with handle_errors():
         check_format(fmt)
         check_top(top)
-        from tracewh.roofline import parse_peak_tflops
+        from tracewh.analysis.roofline import parse_peak_tflops
 
         peaks: PeakTflops | None = parse_peak_tflops(peak_tflops) if peak_tflops is not None else None
         wh = Warehouse(warehouse)

@@ -22,7 +22,7 @@ Concurrency: every row is added by one overwrite whose predicate names exactly t
 so a run committed meanwhile is seen with its ingest-time row) to hold none of them:
 delta-rs rejects the commit when a concurrent one added a matching row, and the retry
 finds it and leaves it alone (the same conditional insert as ``runs`` on object stores,
-:meth:`tracewh.store.Store._insert_runs`). So two backfills at once, on one machine or
+:meth:`tracewh.storage.store.Store._insert_runs`). So two backfills at once, on one machine or
 two, add each row once. The ``writers`` lock is held shared, as by every write (a
 ``compact --retain-hours 0`` vacuum excludes it), and a local ``backfill-fingerprints``
 lock keeps two processes of one machine from computing the same rows twice.
@@ -34,8 +34,8 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from tracewh.schema import TABLES
-from tracewh.store import Store, writer_properties
+from tracewh.schema.arrow import TABLES
+from tracewh.storage.store import Store, writer_properties
 
 if TYPE_CHECKING:
     import pyarrow as pa

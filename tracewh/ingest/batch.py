@@ -16,14 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
 from tracewh.ingest.batchcommit import MAX_FILES, CommitBatch
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.files import not_regular
 from tracewh.ingest.group import TinyGroup
-from tracewh.ingest.pipeline import FileResult, IngestOptions, ingest_file
-from tracewh.store import Store
+from tracewh.ingest.options import FileResult, IngestOptions
+from tracewh.ingest.pipeline import ingest_file
+from tracewh.storage.store import Store
 
 T = TypeVar("T")
 R = TypeVar("R")

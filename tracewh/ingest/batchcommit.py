@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from tracewh.deltalog import Add
 from tracewh.ingest.commit import commit_adds, remove_uncommitted
-from tracewh.plainschema import tables
-from tracewh.store import Store
+from tracewh.schema.plain import tables
+from tracewh.storage.deltalog import Add
+from tracewh.storage.store import Store
 
 if TYPE_CHECKING:
-    from tracewh.ingest.pipeline import FileResult
+    from tracewh.ingest.options import FileResult
 
 #: A batch is flushed when it holds this many files or its first file is this old.
 MAX_FILES = 64
@@ -161,7 +161,7 @@ class CommitBatch:
         The results go to :meth:`take`: a file whose commit failed becomes
         ``failed`` (its run is not visible; the next ingest removes what was written).
         """
-        from tracewh.errors import TracewhError
+        from tracewh.core.errors import TracewhError
 
         hook, self.before_flush = self.before_flush, None
         if hook is not None:

@@ -15,10 +15,10 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracewh import deltalog
-from tracewh.plainschema import tables
-from tracewh.sqlfiles import glob_escaped
-from tracewh.store import Store
+from tracewh.core.sqlfiles import glob_escaped
+from tracewh.schema.plain import tables
+from tracewh.storage import deltalog
+from tracewh.storage.store import Store
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def _stats_range(stats: str | None, key: str) -> tuple[str | None, str | None]:
 def table_ingest_ids(store: Store, table: str) -> set[str]:
     """Distinct ``ingest_id`` values of a table's live files (from stats where possible).
 
-    A local table's log is replayed by :mod:`tracewh.deltalog` (no delta-rs, no
+    A local table's log is replayed by :mod:`tracewh.storage.deltalog` (no delta-rs, no
     pyarrow); a file whose stats do not name one ingest (a compacted file) is read.
     """
     adds = None if store.remote else deltalog.live_adds(store.table_uri(table))
@@ -143,7 +143,7 @@ def remove_stale_commit_files(store: Store) -> int:
     """Remove the temporary commit files (``_delta_log/_commit_*.json.tmp``) of dead writers.
 
     A commit's bytes sit under such a name for the milliseconds before they are linked
-    to their version (:func:`tracewh.deltalog.commit`, delta-rs does the same); one
+    to their version (:func:`tracewh.storage.deltalog.commit`, delta-rs does the same); one
     left behind by a kill is never read (readers take ``NNN.json`` names only).
     """
     if store.remote:

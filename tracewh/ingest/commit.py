@@ -4,8 +4,8 @@
 250 MB for a 250 MB trace's ``events``), so child tables are written by
 DuckDB's Parquet writer instead (streaming, bounded by DuckDB's memory limit,
 zstd, row groups of at most 128k rows sized by width) straight into the table's partition folder, then
-added to the Delta log in one commit (:meth:`tracewh.store.Store.add_files`:
-:mod:`tracewh.deltalog` on a local disk, delta-rs on an object store). On an object store
+added to the Delta log in one commit (:meth:`tracewh.storage.store.Store.add_files`:
+:mod:`tracewh.storage.deltalog` on a local disk, delta-rs on an object store). On an object store
 DuckDB writes into the ingest's local staging folder and the file is uploaded
 (fsspec) to the same relative path before the commit. A crash between the
 write and the commit leaves an unreferenced file, invisible to readers and
@@ -28,19 +28,27 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from tracewh.deltalog import Add
-from tracewh.plainschema import tables
-from tracewh.sqlfiles import glob_escaped, sql_string
-from tracewh.store import Store
-
-if TYPE_CHECKING:
-    from tracewh.ingest.batchcommit import CommitBatch
+from tracewh.core.sqlfiles import glob_escaped, sql_string
+from tracewh.schema.plain import tables
+from tracewh.storage.deltalog import Add
+from tracewh.storage.store import Store
 
 # values per row group (rows x columns): DuckDB's writer holds a row group per thread
 # (at 1.5M, a 1 GB trace's instants peaked ~50 MB higher and events were written slower)
 _ROW_GROUP_CELLS = 500_000
+
+
+class FileSink(Protocol):
+    """Where a written file's ``add`` goes when its commit is deferred.
+
+    A :class:`tracewh.ingest.batchcommit.CommitBatch`: it commits the adds of many ingests at once.
+    """
+
+    def add_file(self, ingest_id: str, table: str, action: Add) -> None:
+        """Hold ``action`` (a written file of ``table`` for ``ingest_id``) for the batch's commit."""
+        ...
 
 
 def _select_list(table: str) -> str:
@@ -110,7 +118,7 @@ def copy_and_commit(
     ingest_id: str,
     slices: Sequence[tuple[int, int]] | None = None,
     on_slice: Callable[[int, int], None] | None = None,
-    batch: CommitBatch | None = None,
+    batch: FileSink | None = None,
 ) -> int:
     """Append the rows of ``query`` (all in partition ``day``) to ``table``; their count.
 
@@ -196,7 +204,7 @@ def copy_runs(
     params: dict[str, Any],
     runs: Mapping[str, tuple[date, str]],
     work: Path,
-    batch: CommitBatch,
+    batch: FileSink,
 ) -> dict[str, int]:
     """Write the rows of ``query`` for several runs at once: one file per run; rows per ingest.
 

@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from tracewh.schema import TABLES
-from tracewh.store import Store
+from tracewh.schema.arrow import TABLES
+from tracewh.storage.store import Store
 
 #: Files at least this large are left alone; smaller ones are merged into files of about it.
 TARGET_BYTES = 128 << 20

@@ -10,7 +10,7 @@ the trace paths.
 
 Dask is an optional extra (``pip install 'tracewh[dask]'``): it is imported
 only when a :class:`DaskExecutor` runs, and its absence is a
-:class:`~tracewh.errors.BackendError`.
+:class:`~tracewh.core.errors.BackendError`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from tracewh.errors import BackendError, UsageError
+from tracewh.core.errors import BackendError, UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")

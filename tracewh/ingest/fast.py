@@ -16,7 +16,7 @@ thread: the buffers go to DuckDB through the Arrow C stream interface
 (``take_arrow()``, no copy, no pyarrow) and DuckDB writes them without the GIL. Every other event comes back with its
 index and goes through the pure path (:func:`tracewh.ingest.rows.prepare_events`,
 orjson, DuckDB), which types, counts and reports the unusual. Both paths
-stage the same rows; ``tests/test_ingest_fast.py`` compares them.
+stage the same rows; ``tests/ingest/test_fast.py`` compares them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import duckdb
 
-from tracewh.categories import GPU_OP_CATEGORIES, PYTHON_CATEGORY
+from tracewh.core.categories import GPU_OP_CATEGORIES, PYTHON_CATEGORY
 
 #: scan() results
 _MORE, _DONE, _GIVE_UP = 0, 1, 2

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from tracewh.errors import TraceFormatError
+from tracewh.core.errors import TraceFormatError
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),

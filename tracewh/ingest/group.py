@@ -10,7 +10,7 @@ group's traces are staged side by side in one connection, each with its ``file_n
 and its event indices offset, the ingest SQL keys every match on a trace's values by
 ``file_no``, and each output ``COPY`` writes one file per run
 (:func:`~tracewh.ingest.commit.copy_runs`). The rows are those of the one-file path
-(``tests/test_ingest_group.py`` compares every table). When the grouped SQL fails
+(``tests/ingest/test_group.py`` compares every table). When the grouped SQL fails
 for any reason, each file of the group goes through the one-file path alone, so a
 file can only fail for its own reasons.
 
@@ -34,27 +34,23 @@ import duckdb
 
 from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.commit import copy_runs
-from tracewh.ingest.parts import Staged
-from tracewh.ingest.pipeline import (
+from tracewh.ingest.derive import derive_and_commit, finish, run_row
+from tracewh.ingest.link import (
     INGEST_SQL,
     OUT_TABLES,
-    FileResult,
-    IngestOptions,
-    _connect,
-    _derive_and_commit,
-    _parquet_files,
-    _step_warnings,
     category_counts,
-    error_result,
-    finish,
+    connect_staging,
     link_setup,
+    parquet_files,
     plan_runs,
-    run_row,
     set_files,
+    step_warnings,
 )
+from tracewh.ingest.options import FileResult, IngestOptions, error_result
+from tracewh.ingest.parts import Staged
 from tracewh.ingest.rows import I64_MAX
 from tracewh.ingest.shred import STAGING_TABLES, StageConnections
-from tracewh.store import Store
+from tracewh.storage.store import Store
 
 #: A staged trace of at most this many events (in one part) joins the group.
 TINY_EVENTS = 20_000
@@ -151,9 +147,9 @@ class TinyGroup:
     def _alone(self, m: Member) -> None:
         """The one-file path over ``m``'s staged folder (the linkage, outputs, runs row)."""
         try:
-            con = _connect(m.staging, m.staged, self.options)
+            con = connect_staging(m.staging, m.staged, self.options)
             try:
-                row, warnings = _derive_and_commit(
+                row, warnings = derive_and_commit(
                     self.store, con, m.staged.metadata, self.options,
                     run_id=m.run_id, ingest_id=m.ingest_id, replace=m.replace,
                     base=dict(path=m.path, sha=m.sha, size=m.size, labels=m.labels,
@@ -225,7 +221,7 @@ class TinyGroup:
                 )
                 m.check()  # the file is still the one hashed: else nothing of it is committed
                 self.batch.add_run(m.ingest_id, row, replace=m.replace, check=m.check)
-                warnings = _step_warnings(options, int(plans[k].summary["n_steps"] or 0))
+                warnings = step_warnings(options, int(plans[k].summary["n_steps"] or 0))
                 results.append(_result(m, row, warnings, plans[k].anomalies))
             except Exception as exc:  # this file alone (it changed since it was hashed...)
                 self.batch.drop(m.ingest_id)
@@ -243,7 +239,7 @@ def _stage_tables(con: Any, members: list[Member], offsets: list[int]) -> None:
         selects = []
         for k, m in enumerate(members):
             folder = Path(m.staged.parts[0][0])
-            rel = _parquet_files([p for t in tables for p in (folder / t).glob("*.parquet")])
+            rel = parquet_files([p for t in tables for p in (folder / t).glob("*.parquet")])
             shift = "" if name == "thr" else f" REPLACE (event_index + {int(offsets[k])} AS event_index)"
             selects.append(f"SELECT *{shift}, CAST({k} AS INTEGER) AS file_no FROM {rel}")
         con.execute(f"CREATE TEMP TABLE s_{name} AS {' UNION ALL '.join(selects)}")

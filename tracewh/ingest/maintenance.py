@@ -23,12 +23,12 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
+from tracewh.core.sqlfiles import glob_escaped, sql_string
 from tracewh.ingest.cleanup import cleanup, find_orphans
 from tracewh.ingest.compaction import compact_table
-from tracewh.schema import CHILD_TABLES, TABLES
-from tracewh.sqlfiles import glob_escaped, sql_string
-from tracewh.store import Store
+from tracewh.schema.arrow import CHILD_TABLES, TABLES
+from tracewh.storage.store import Store
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracewh.errors import TraceFormatError
+from tracewh.core.errors import TraceFormatError
 from tracewh.ingest.files import open_regular
 from tracewh.ingest.reader import _open_decompressed
 from tracewh.ingest.shred import PartResult, StageConnections, stage_part
@@ -147,7 +147,7 @@ def stage_file(
 ) -> Staged:
     """Stage ``path`` into ``folder`` (see the module docstring).
 
-    Raises :class:`~tracewh.errors.TraceFormatError` for an unreadable trace.
+    Raises :class:`~tracewh.core.errors.TraceFormatError` for an unreadable trace.
     ``connections``: a staging connection kept between the files of a batch (one part).
     """
     cuts = _boundaries(path, parts, min_split_bytes)

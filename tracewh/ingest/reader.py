@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import ijson
 
-from tracewh.errors import BackendError, NotKinetoTraceError, TraceFormatError
+from tracewh.core.errors import BackendError, NotKinetoTraceError, TraceFormatError
 from tracewh.ingest.files import HashingFile, open_regular
 from tracewh.ingest.rows import clip_depth
 from tracewh.ingest.strings import CAP as STRING_CAP

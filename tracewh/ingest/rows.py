@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from tracewh.categories import MODULE_PREFIX, PYTHON_CATEGORY
+from tracewh.core.categories import MODULE_PREFIX, PYTHON_CATEGORY
 
 I64_MAX = (1 << 63) - 1
 I64_MIN = -(1 << 63)

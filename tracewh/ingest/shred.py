@@ -37,13 +37,13 @@ from typing import IO, Any
 import duckdb
 import orjson
 
-from tracewh.categories import GPU_OP_CATEGORIES
-from tracewh.errors import TraceFormatError
+from tracewh.core.categories import GPU_OP_CATEGORIES
+from tracewh.core.errors import TraceFormatError
+from tracewh.core.sqlfiles import SQL_DIR, glob_escaped
 from tracewh.ingest import fast
 from tracewh.ingest.memory import parse_size, retry_on_oom
 from tracewh.ingest.reader import c_backend, close_stream, finish, open_trace
 from tracewh.ingest.rows import MAX_DEPTH, clip_depth, prepare_events
-from tracewh.sqlfiles import SQL_DIR, glob_escaped
 
 INGEST_SQL = SQL_DIR / "ingest"
 
@@ -344,7 +344,7 @@ def stage_part(
     scanner reads the bytes; a document it gives up on (malformed, unusual at the
     top level, a decompression error...) is staged again from scratch through
     ijson, which reports its errors. Raises
-    :class:`~tracewh.errors.TraceFormatError` for an unreadable part.
+    :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
     """
     module = fast.native() if native else None
     kw: dict[str, Any] = dict(

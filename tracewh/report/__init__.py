@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracewh import __version__
-from tracewh.atomic import atomic_dir
+from tracewh.core.atomic import atomic_dir
+from tracewh.query.runsel import RunSelector
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section
@@ -31,7 +32,6 @@ from tracewh.report.source import (
     collect_run,
     one_snapshot,
 )
-from tracewh.runsel import RunSelector
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
 

@@ -19,7 +19,7 @@ from typing import Any, Final, TypeVar, cast
 import altair as alt
 import polars as pl
 
-from tracewh.textsafe import escape_nested
+from tracewh.core.textsafe import escape_nested
 
 #: Width of full-size charts, in CSS pixels.
 WIDTH = 620

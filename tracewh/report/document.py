@@ -20,8 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from tracewh.report import render
-from tracewh.report.sections import Section
-from tracewh.report.tables import Table
+from tracewh.report.tables import Section, Table
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;margin:0;
@@ -113,7 +112,7 @@ def write_report(
 ) -> list[Path]:
     """Write ``report.md``, ``report.html`` and ``charts/*`` into ``folder``; the paths written.
 
-    ``folder`` should be a fresh temporary folder (see :func:`~tracewh.atomic.atomic_dir`).
+    ``folder`` should be a fresh temporary folder (see :func:`~tracewh.core.atomic.atomic_dir`).
     ``rendered``: the sections' charts, already rendered (default: rendered here).
     """
     if rendered is None:

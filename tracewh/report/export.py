@@ -33,12 +33,12 @@ from typing import IO, Any
 
 import polars as pl
 
-from tracewh.atomic import atomic_file
-from tracewh.errors import UsageError
+from tracewh.core.atomic import atomic_file
+from tracewh.core.errors import UsageError
+from tracewh.query.runsel import RunSelector
 from tracewh.report.memory_export import MEMORY_COUNTER_CAT, export_memory_counters
 from tracewh.report.source import WarehouseLike
-from tracewh.runsel import RunSelector
-from tracewh.schema import GPU_OP_CATEGORIES, LAUNCH_FLOW_CATEGORIES
+from tracewh.schema.arrow import GPU_OP_CATEGORIES, LAUNCH_FLOW_CATEGORIES
 
 _NULL_KEY = -(1 << 62)
 #: Metadata keys not written back: the events themselves, and a base time (ts are absolute).

@@ -24,10 +24,10 @@ from typing import Any
 
 import polars as pl
 
-from tracewh.atomic import atomic_file
-from tracewh.errors import UsageError
+from tracewh.core.atomic import atomic_file
+from tracewh.core.errors import UsageError
+from tracewh.query.runsel import RunSelector
 from tracewh.report.source import WarehouseLike
-from tracewh.runsel import RunSelector
 
 FORMATS = ("folded", "speedscope")
 UNLINKED = "(unlinked)"

@@ -25,12 +25,12 @@ from typing import Any
 
 import polars as pl
 
-from tracewh.errors import QueryError
+from tracewh.core.errors import QueryError
 
 #: Category of the memory counter events (derived from the [memory] instants).
 MEMORY_COUNTER_CAT = "tracewh_memory"
 #: DuckDB memory limits of the query (bytes), tried in turn while it runs out of memory:
-#: the first as tracewh.memory.QUERY_MEMORY_LIMIT, the last 4 GiB.
+#: the first as tracewh.analysis.memory.QUERY_MEMORY_LIMIT, the last 4 GiB.
 _LIMITS = (256 << 20, 1 << 30, 4 << 30)
 #: Events formatted at a time at most (their text is held until written).
 _BATCH = 65_536

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from tracewh.errors import TracewhError
+from tracewh.core.errors import TracewhError
 
 #: The memory series drawn (the GPU's; the CPU's is analysed too, not drawn).
 KEY = "peak_allocated_gpu"

@@ -14,10 +14,9 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from tracewh.errors import TracewhError
+from tracewh.core.errors import TracewhError
 from tracewh.report.charts import WIDTH, AnyChart, Chart, unvalidated, values
-from tracewh.report.sections import Section
-from tracewh.report.tables import Column, table
+from tracewh.report.tables import Column, Section, table
 
 #: Time buckets of the memory timeline (each keeps its highest level).
 TIMELINE_BUCKETS = 600

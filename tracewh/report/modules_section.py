@@ -17,10 +17,9 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from tracewh.errors import TracewhError
+from tracewh.core.errors import TracewhError
 from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, unvalidated, values
-from tracewh.report.sections import Section
-from tracewh.report.tables import Column, table
+from tracewh.report.tables import Column, Section, table
 
 #: Bars drawn at most (the layers in order; the rest are in the table).
 MAX_LAYERS = 64

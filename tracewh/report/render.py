@@ -15,9 +15,9 @@ from typing import Any
 
 import vl_convert as vlc
 
-from tracewh.cache import cache_folder, own_file, write_private
-from tracewh.errors import TracewhError
-from tracewh.textsafe import escape_nested
+from tracewh.core.cache import cache_folder, own_file, write_private
+from tracewh.core.errors import TracewhError
+from tracewh.core.textsafe import escape_nested
 
 
 class ChartRenderError(TracewhError):
@@ -83,7 +83,7 @@ def javascript_bundle() -> str:
 
     vl-convert builds the bundle in ~8 s of CPU (most of a small site's time), always the
     same for one vl-convert version: it is kept in the user's private cache
-    (:mod:`tracewh.cache`: a folder and file no one else can write, since the script runs
+    (:mod:`tracewh.core.cache`: a folder and file no one else can write, since the script runs
     in the browser of whoever opens the site) as ``vl-bundle-<version>.js``.
     """
     path = _bundle_cache()

@@ -16,7 +16,7 @@ import altair as alt
 import polars as pl
 
 from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, _title, unvalidated, values
-from tracewh.report.tables import Column, table
+from tracewh.report.tables import Column, Section, table
 
 #: Operator rows drawn at most (largest GPU time first).
 MAX_POINTS = 200
@@ -102,8 +102,6 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
 
 def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:
     """The report section: the chart and the operators with the most GPU time."""
-    from tracewh.report.sections import Section  # sections imports this module's callers
-
     key = f"{prefix}roofline"
     if rows is None:
         return Section(key, "Roofline", None, "no roofline data (the warehouse has no roofline)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -11,19 +10,7 @@ import polars as pl
 from tracewh.report import charts
 from tracewh.report.roof import roofline_section
 from tracewh.report.source import RunData, Trend
-from tracewh.report.tables import Column, Table, table
-
-
-@dataclass
-class Section:
-    """A titled part of a report: one chart (or ``None`` and the reason) and its tables."""
-
-    key: str  # file stem of the chart, unique within a report
-    title: str
-    chart: Any | None  # an Altair chart
-    empty: str = "no data"
-    text: str = ""
-    tables: list[Table] = field(default_factory=list)
+from tracewh.report.tables import Column, Section, Table, table
 
 
 def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
@@ -148,7 +135,7 @@ def summary_table(data: RunData) -> Table:
     anomalies = json.loads(m["anomalies_json"]) if m.get("anomalies_json") else {}
     if anomalies:
         rows.append(("anomalies", ", ".join(f"{k} {v:,}" for k, v in sorted(anomalies.items()))))
-    unusable = m.get("unusable")  # tracewh.analysis.health, through Warehouse.runs
+    unusable = m.get("unusable")  # tracewh.history.health, through Warehouse.runs
     rows.append(("history baseline", (
         f"EXCLUDED ({unusable}): this run's times are skewed" if unusable else "usable")))
     for row in data.breakdown.iter_rows(named=True):

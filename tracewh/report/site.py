@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracewh.atomic import atomic_dir
+from tracewh.core.atomic import atomic_dir
 from tracewh.report import charts, render
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section
 from tracewh.report.sections import (
-    Section,
     diff_section,
     history_sections,
     run_sections,
@@ -39,6 +38,7 @@ from tracewh.report.source import (
     collect_run,
     one_snapshot,
 )
+from tracewh.report.tables import Section
 
 BUNDLE = "assets/vega.js"
 

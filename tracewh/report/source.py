@@ -21,10 +21,10 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from tracewh.errors import TracewhError
+from tracewh.core.errors import TracewhError
+from tracewh.query.runsel import RunSelector
 from tracewh.report.memory_history import KEY as MEMORY_KEY
 from tracewh.report.memory_history import memory_series
-from tracewh.runsel import RunSelector
 
 #: GPU ops drawn at most in the timeline (the first ones of the window).
 TIMELINE_MAX_OPS = 4000

@@ -8,11 +8,12 @@ the unit (``total (ms)``).
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
-from tracewh.textsafe import escape_control
+from tracewh.core.textsafe import escape_control
 
 #: unit -> (divisor, digits, header suffix)
 _UNITS: dict[str, tuple[float, int, str]] = {
@@ -109,3 +110,15 @@ def _text(value: object) -> str:
 
 def _md(value: object) -> str:
     return _text(value).replace("|", "\\|").replace("\n", " ")
+
+
+@dataclass
+class Section:
+    """A titled part of a report: one chart (or ``None`` and the reason) and its tables."""
+
+    key: str  # file stem of the chart, unique within a report
+    title: str
+    chart: Any | None  # an Altair chart
+    empty: str = "no data"
+    text: str = ""
+    tables: list[Table] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """Options of the synthetic trace generator and the parsers of their string forms.
 
 Everything a user can type on the command line (sizes, regression specs,
-straggler specs, dates) is parsed here, raising :class:`~tracewh.errors.UsageError`
+straggler specs, dates) is parsed here, raising :class:`~tracewh.core.errors.UsageError`
 on bad input, so that the CLI only maps errors to exit codes.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
 
 Flavor = Literal["cuda", "rocm"]
 

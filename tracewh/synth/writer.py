@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from tracewh.errors import UsageError
+from tracewh.core.errors import UsageError
 from tracewh.synth.catalog import CUDA, ROCM, FlavorSpec, capture_program, step_program
 from tracewh.synth.options import Regression, SynthConfig, SynthSummary
 from tracewh.synth.timeline import Scales, StepTemplate, build_step

@@ -1,0 +1,174 @@
+"""Batched commits: many files, one Delta commit per table; the visibility rule kept.
+
+Counts come from the Delta snapshot (helpers_ingest), never from tracewh's views.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+import pytest
+from helpers_ingest import (
+    incomplete_runs,
+    orphan_ingests,
+    read_runs,
+    run_id_of,
+    staging_leftovers,
+    start_ingest,
+    visible_state,
+)
+
+from tracewh.api import Warehouse
+from tracewh.ingest.batchcommit import CommitBatch
+from tracewh.ingest.pipeline import IngestOptions, ingest_file
+from tracewh.storage.store import Store
+from tracewh.synth import SynthConfig, write_trace
+
+
+def _tiny(folder: Path, n: int, seed: int = 0) -> list[Path]:
+    out = []
+    for i in range(n):
+        p = folder / f"rank-{i}.pt.trace.json.gz"
+        write_trace(p, SynthConfig(steps=1, layers=1, seed=seed + i))
+        out.append(p)
+    return out
+
+
+def _commits(root: Path, table: str) -> int:
+    return len(list((root / "tables" / table / "_delta_log").glob("*.json")))
+
+
+def test_a_batch_commits_each_table_once(tmp_path: Path) -> None:
+    files = _tiny(tmp_path / "in", 6)
+    root = tmp_path / "wh"
+    store = Store(root)
+    store.create()
+    before = {t: _commits(root, t) for t in ("events", "gpu_ops", "runs", "ingest_log")}
+    batch = CommitBatch(store)
+    for f in files:
+        ingest_file(store, f, IngestOptions(), batch=batch)
+    assert read_runs(root) == []  # nothing visible before the flush
+    results = batch.close()
+    assert [r.outcome for r in results] == ["ingested"] * 6
+    for table, n in before.items():
+        assert _commits(root, table) == n + 1, table
+    assert sorted(r["run_id"] for r in read_runs(root)) == sorted(run_id_of(f) for f in files)
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert staging_leftovers(root) == []
+    assert Warehouse(root).verify().ok
+
+
+def test_batch_same_bytes_twice_and_a_bad_file(tmp_path: Path) -> None:
+    files = _tiny(tmp_path / "in", 3, seed=10)
+    twin = tmp_path / "in" / "twin.pt.trace.json.gz"
+    twin.write_bytes(files[0].read_bytes())
+    bad = tmp_path / "in" / "bad.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": 1, '))  # truncated
+    root = tmp_path / "wh"
+    report = Warehouse(root).ingest([files[0], twin, bad, files[1], files[2]], jobs=1)
+    outcome = {Path(r.path).name: r.outcome for r in report.results}
+    assert outcome == {"rank-0.pt.trace.json.gz": "ingested", "twin.pt.trace.json.gz": "skipped",
+                       "bad.json.gz": "failed", "rank-1.pt.trace.json.gz": "ingested",
+                       "rank-2.pt.trace.json.gz": "ingested"}
+    assert len(read_runs(root)) == 3
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    # the failed file left no written file behind for the next ingest to clean
+    again = Warehouse(root).ingest([tmp_path / "in"], jobs=1)
+    assert sorted(r.outcome for r in again.results) == ["failed", "skipped", "skipped", "skipped", "skipped"]
+    assert Warehouse(root).verify().ok
+    log = Warehouse(root).sql("SELECT outcome, count(*) AS n FROM ingest_log GROUP BY 1 ORDER BY 1")
+    assert dict(log.iter_rows()) == {"failed": 2, "ingested": 3, "skipped": 5}
+
+
+def test_a_failed_batch_commit_fails_its_files_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = _tiny(tmp_path / "in", 3, seed=20)
+    root = tmp_path / "wh"
+    wh = Warehouse(root)
+    assert wh.ingest([files[0]]).ok
+    before = visible_state(root)
+    from tracewh.ingest import batchcommit
+
+    calls = {"n": 0}
+    real = batchcommit.commit_adds
+
+    def flaky(store: Store, table: str, actions: list[object]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # after two child tables committed
+            raise OSError(28, "No space left on device")
+        real(store, table, actions)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(batchcommit, "commit_adds", flaky)
+    report = wh.ingest(files[1:], jobs=1)
+    assert [r.outcome for r in report.results] == ["failed", "failed"]
+    assert all("the batch commit failed" in (r.error or "") for r in report.results)
+    assert visible_state(root) == before
+    monkeypatch.setattr(batchcommit, "commit_adds", real)
+    report = wh.ingest(files[1:], jobs=1)  # the next ingest cleans up and commits them
+    assert [r.outcome for r in report.results] == ["ingested", "ingested"]
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert wh.verify().ok
+
+
+def test_kill_during_a_batch_shows_whole_runs_only(tmp_path: Path) -> None:
+    """SIGKILL at several moments of a 12-file batch: only complete runs ever visible."""
+    files = _tiny(tmp_path / "in", 12, seed=40)
+    root = tmp_path / "wh"
+    assert Warehouse(root).ingest(files[:1]).ok
+    for delay in (0.5, 1.5, 3.0, 6.0):
+        proc = start_ingest(root, files)
+        time.sleep(delay)
+        proc.kill()
+        proc.communicate()
+        assert incomplete_runs(root) == [], delay
+        assert Warehouse(root).verify().ok, delay
+    report = Warehouse(root).ingest(files)  # finishes the job and removes every leftover
+    assert not report.failed
+    assert sorted(r["run_id"] for r in read_runs(root)) == sorted(run_id_of(f) for f in files)
+    assert orphan_ingests(root) == set() and staging_leftovers(root) == []
+    assert incomplete_runs(root) == []
+
+
+def test_two_batches_of_overlapping_files_at_once(tmp_path: Path) -> None:
+    files = _tiny(tmp_path / "in", 10, seed=60)
+    root = tmp_path / "wh"
+    Store(root).create()
+    procs = [start_ingest(root, files[:7]), start_ingest(root, files[3:])]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+        outs.append(json.loads(out))
+    assert all(o["failed"] == [] for o in outs)
+    ingested = sum(len(o["ingested"]) for o in outs)
+    assert ingested == 10  # each file ingested once, the overlap skipped by one of them
+    runs = read_runs(root)
+    assert len(runs) == len({r["run_id"] for r in runs}) == 10
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert Warehouse(root).verify().ok
+
+
+def test_a_file_changed_before_the_flush_fails_alone(tmp_path: Path) -> None:
+    """Ingested into a batch, then appended to before the batch commits: that file fails
+    with 'changed while it was read', nothing of it is visible, the others commit."""
+    files = _tiny(tmp_path / "in", 3, seed=30)
+    root = tmp_path / "wh"
+    store = Store(root)
+    store.create()
+    batch = CommitBatch(store)
+    for f in files:
+        ingest_file(store, f, IngestOptions(), batch=batch)
+    with open(files[1], "ab") as fh:  # still being written: more bytes arrive
+        fh.write(b"\0" * 10)
+    results = {Path(r.path).name: r for r in batch.close()}
+    assert results["rank-1.pt.trace.json.gz"].outcome == "failed"
+    assert "changed while it was read" in (results["rank-1.pt.trace.json.gz"].error or "")
+    assert [results[f.name].outcome for f in (files[0], files[2])] == ["ingested", "ingested"]
+    assert sorted(r["run_id"] for r in read_runs(root)) == sorted(
+        run_id_of(f) for f in (files[0], files[2]))
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert Warehouse(root).verify().ok

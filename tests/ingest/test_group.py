@@ -1,0 +1,188 @@
+"""Tiny traces linked and written together (tracewh.ingest.group) give the rows of the
+one-file-at-a-time path: every table compared row for row.
+
+Rows are read straight from the Delta snapshots (helpers_ingest: deltalake + pyarrow),
+never through tracewh's views; only what differs between two ingests of the same bytes
+legitimately (ingest ids, ingest times, attempt ids) is left out of the comparison.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers_ingest import delta_arrow, incomplete_runs, orphan_ingests, staging_leftovers
+
+from tracewh.api import Warehouse
+from tracewh.ingest import group as group_mod
+from tracewh.ingest.batch import ingest_paths
+from tracewh.ingest.pipeline import IngestOptions
+from tracewh.storage.store import Store
+from tracewh.synth import SynthConfig, write_trace
+
+#: Columns that differ between two ingests of the same bytes by design.
+VOLATILE = {"ingest_id", "ingested_at", "attempt_id", "started_at", "finished_at", "seconds"}
+#: The tables a run writes (every one compared), and the two logs.
+TABLES = (
+    "events", "gpu_ops", "steps", "instants", "counters", "flows", "flow_args", "python",
+    "module_spans", "annotation_spans", "graph_nodes", "collectives", "threads", "fingerprints", "runs",
+    "ingest_log",
+)
+
+
+def _rows(root: Path, table: str) -> list[str]:
+    uri = root / "tables" / table
+    if not (uri / "_delta_log").is_dir():
+        return []
+    data = delta_arrow(uri)
+    keep = [c for c in data.column_names if c not in VOLATILE]
+    rows = data.select(keep).to_pylist()
+    if table == "ingest_log":  # the log's path/outcome/error per attempt; ids and times differ
+        rows = [{k: _skip_reason(r, r[k]) if k == "error" else r[k]
+                 for k in ("path", "sha256", "run_id", "outcome", "error", "bytes", "n_events")}
+                for r in rows]
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+
+
+def _skip_reason(result: dict[str, Any], error: str | None) -> str | None:
+    """A skip's reason without where the earlier copy was found: committed by the batch's
+    earlier flush or still in the batch (the batch flushes every 10 s: a matter of timing)."""
+    if result["outcome"] == "skipped" and error:
+        return error.split(" (run ")[0]
+    return error
+
+
+def _folder(tmp: Path, shared: Path | None) -> Path:
+    """Tiny real traces (when ../shared/traces is there), synthetic ones, a twin, bad files."""
+    folder = tmp / "in"
+    folder.mkdir()
+    if shared is not None:
+        for src in sorted(shared.glob("*.json*")):
+            if src.stat().st_size <= 50_000:  # every shared trace this small (and one not Kineto)
+                shutil.copy(src, folder / src.name)
+    configs = [
+        SynthConfig(steps=1, layers=1, seed=1),
+        SynthConfig(steps=2, layers=1, seed=2, python=True),
+        SynthConfig(steps=2, layers=2, seed=3, graph_capture=True),
+        SynthConfig(steps=1, layers=1, seed=4, compiled=True, profiler_steps=False),
+        SynthConfig(steps=2, layers=1, seed=5, flavor="rocm"),
+        SynthConfig(steps=1, layers=1, seed=6, ranks=2),
+    ]
+    for i, cfg in enumerate(configs):
+        write_trace(folder / f"synth-{i}.pt.trace.json.gz", cfg)
+    shutil.copy(folder / "synth-0.pt.trace.json.gz", folder / "synth-twin.pt.trace.json.gz")
+    (folder / "bad-truncated.json.gz").write_bytes(
+        gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": 1, '))
+    (folder / "bad-empty.json").write_text('{"traceEvents": []}')
+    return folder
+
+
+def _ingest(root: Path, folder: Path, options: IngestOptions) -> dict[str, Any]:
+    report = ingest_paths(Store(root), [folder], options, jobs=1)
+    out = {}
+    for r in report.results:
+        d = {k: v for k, v in r.to_dict().items() if k not in VOLATILE | {"path"}}
+        d["error"] = _skip_reason(d, d["error"])
+        out[Path(r.path).name] = d
+    return out
+
+
+def _shared() -> Path | None:
+    from conftest import SHARED_TRACES
+
+    return SHARED_TRACES if SHARED_TRACES.is_dir() else None
+
+
+@pytest.mark.parametrize("opts", [{}, {"steps": 1, "skip_python": True}], ids=["default", "steps1"])
+def test_grouped_rows_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opts: dict[str, Any]
+) -> None:
+    shared = _shared()
+    folder = _folder(tmp_path, shared)
+    sizes: list[int] = []
+    real = group_mod.TinyGroup._together
+
+    def spy(self: group_mod.TinyGroup, members: list[group_mod.Member]) -> Any:
+        sizes.append(len(members))
+        return real(self, members)
+
+    monkeypatch.setattr(group_mod.TinyGroup, "_together", spy)
+    # small groups: several groups in one batch, a group run by the batch's flush
+    monkeypatch.setattr(group_mod, "GROUP_FILES", 5)
+    alone = tmp_path / "alone"
+    grouped = tmp_path / "grouped"
+    want = _ingest(alone, folder, IngestOptions(group_tiny=False, **opts))
+    assert sizes == []
+    got = _ingest(grouped, folder, IngestOptions(**opts))
+    # every staged file took part in a group (a group of one goes the one-file way)
+    assert sizes and max(sizes) == 5 and sum(sizes) >= (20 if shared else 5), sizes
+    assert got == want  # outcome, error, events, anomalies, steps of every file
+    outcomes = {name: r["outcome"] for name, r in got.items()}
+    assert outcomes["bad-truncated.json.gz"] == "failed"
+    assert outcomes["bad-empty.json"] == "failed"
+    assert outcomes["synth-twin.pt.trace.json.gz"] == "skipped"
+    assert sum(o == "ingested" for o in outcomes.values()) >= (20 if shared else 6)
+    for table in TABLES:
+        assert _rows(grouped, table) == _rows(alone, table), table
+    assert incomplete_runs(grouped) == [] and orphan_ingests(grouped) == set()
+    assert staging_leftovers(grouped) == []
+    # idempotent: the same folder again is all skipped or failed, nothing written
+    again = _ingest(grouped, folder, IngestOptions(**opts))
+    assert {r["outcome"] for r in again.values()} <= {"skipped", "failed"}
+    for table in TABLES[:-1]:
+        assert _rows(grouped, table) == _rows(alone, table), table
+
+
+def test_a_failing_group_falls_back_to_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(4):
+        write_trace(folder / f"r{i}.pt.trace.json.gz", SynthConfig(steps=1, layers=1, seed=40 + i))
+
+    def broken(self: group_mod.TinyGroup, members: list[group_mod.Member]) -> Any:
+        raise RuntimeError("grouped SQL failed")
+
+    monkeypatch.setattr(group_mod.TinyGroup, "_together", broken)
+    root = tmp_path / "wh"
+    report = Warehouse(root).ingest([folder], jobs=1)
+    assert [r.outcome for r in report.results] == ["ingested"] * 4
+    assert len(_rows(root, "runs")) == 4
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert staging_leftovers(root) == []
+    assert Warehouse(root).verify().ok
+
+
+def test_a_file_changed_before_its_group_runs_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    paths = []
+    for i in range(3):
+        p = folder / f"r{i}.pt.trace.json.gz"
+        write_trace(p, SynthConfig(steps=1, layers=1, seed=50 + i))
+        paths.append(p)
+    real = group_mod.TinyGroup._together
+
+    def touch_then_run(self: group_mod.TinyGroup, members: list[group_mod.Member]) -> Any:
+        with open(paths[1], "ab") as f:  # still being written: its bytes are not the hashed ones
+            f.write(b"\n")
+        return real(self, members)
+
+    monkeypatch.setattr(group_mod.TinyGroup, "_together", touch_then_run)
+    root = tmp_path / "wh"
+    report = Warehouse(root).ingest([folder], jobs=1)
+    by_name = {Path(r.path).name: r for r in report.results}
+    assert by_name["r0.pt.trace.json.gz"].outcome == "ingested"
+    assert by_name["r2.pt.trace.json.gz"].outcome == "ingested"
+    assert by_name["r1.pt.trace.json.gz"].outcome == "failed"
+    assert "r1.pt.trace.json.gz" in (by_name["r1.pt.trace.json.gz"].error or "")
+    assert len(_rows(root, "runs")) == 2
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert Warehouse(root).verify().ok

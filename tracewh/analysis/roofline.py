@@ -1,0 +1,193 @@
+"""The roofline: achieved FLOP/s and bytes/s per CPU operator against the device's peaks.
+
+Definitions live in SQL: ``sql/74_perf_helpers.sql`` and ``sql/75_perfmodel.sql`` (FLOPs and
+bytes per call of an operator, from the trace's ``Input Dims``, ``Input type``, ``Input
+Strides`` and ``Concrete Inputs``), ``sql/77_device_peaks.sql`` (the peak table and how a
+trace's ``deviceProperties`` name is matched) and ``sql/78_roofline.sql`` (which operator a GPU
+op's time is attributed to, the rates, the bound). This module checks and converts the
+options, resolves runs, restricts the tables to the partitions a question needs and filters
+rows by operator name.
+
+Units: ``flops`` and ``bytes`` are per call; ``gpu_ns`` is the total over the calls;
+``tflops_per_s`` is 1e12 FLOP/s, ``tb_per_s`` 1e12 bytes/s, ``intensity`` FLOP per byte,
+``pct_of_peak`` percent of the bounding peak.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from tracewh.core.errors import UsageError
+from tracewh.query.runsel import parse_since
+
+if TYPE_CHECKING:
+    from tracewh.query.runsel import Catalog, RunSelector
+
+#: Roof labels a per-dtype ``peak_tflops`` override may name (see ``op_work.roof``).
+ROOFS: tuple[str, ...] = ("vector", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+
+#: The columns of a roofline row, in order (``roofline_runs`` minus ``run_id``).
+COLUMNS: tuple[str, ...] = (
+    "op_name", "input_dims", "dtype", "family", "params", "calls", "kernels", "flops", "bytes",
+    "gpu_ns", "tflops_per_s", "tb_per_s", "intensity", "roof", "peak_tflops", "peak_tbs",
+    "ridge", "bound", "pct_of_peak", "non_contiguous", "device", "note",
+)
+
+PeakTflops = float | Mapping[str, float]
+
+_PAIR_RE = re.compile(r"^\s*([a-z0-9]+)\s*=\s*([^,=]+?)\s*$", re.IGNORECASE)
+
+
+def _positive(what: str, value: float) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{what} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def parse_peak_tflops(text: str) -> PeakTflops:
+    """Parse a ``--peak-tflops`` value: one number, or ``ROOF=N`` pairs separated by commas.
+
+    Parameters
+    ----------
+    text
+        ``989`` (the compute roof of every row, TFLOP/s) or ``bf16=989,vector=67`` (per roof
+        label: vector, fp32, tf32, fp16, bf16, fp8, int8).
+
+    Returns
+    -------
+    float or dict
+        The single roof, or the roofs by label.
+
+    Raises
+    ------
+    UsageError
+        On anything else (an unknown label, a value that is not a positive number).
+
+    Examples
+    --------
+    >>> parse_peak_tflops("bf16=989, fp8=1979")
+    {'bf16': 989.0, 'fp8': 1979.0}
+    """
+    try:
+        return _positive("--peak-tflops", float(text))
+    except ValueError:
+        pass
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        m = _PAIR_RE.match(part)
+        if not m:
+            raise UsageError(
+                f"--peak-tflops expects a number or ROOF=TFLOPS pairs (e.g. bf16=989,fp32=67), not {text!r}"
+            )
+        out[m.group(1).lower()] = _parse_number("--peak-tflops", m.group(2))
+    return check_peak_tflops(out)
+
+
+def _parse_number(what: str, text: str) -> float:
+    try:
+        return _positive(what, float(text))
+    except ValueError as exc:
+        raise UsageError(f"{what}: {text!r} is not a number") from exc
+
+
+def check_peak_tflops(peak: PeakTflops) -> PeakTflops:
+    """Validate a compute-peak override (a positive number or positive numbers by roof label)."""
+    if isinstance(peak, Mapping):
+        unknown = sorted(set(peak) - set(ROOFS))
+        if unknown:
+            raise UsageError(
+                f"unknown roof {', '.join(unknown)} in --peak-tflops (roofs: {', '.join(ROOFS)})"
+            )
+        if not peak:
+            raise UsageError("--peak-tflops names no roof")
+        return {k: _positive(f"--peak-tflops {k}", float(v)) for k, v in peak.items()}
+    return _positive("--peak-tflops", float(peak))
+
+
+def _sql_peaks(
+    peak_tflops: PeakTflops | None, peak_tbs: float | None
+) -> dict[str, str | float | None]:
+    """The macro parameters: peak_tflops as text (a number or a JSON object), peak_tbs as a number."""
+    tflops: str | None = None
+    if peak_tflops is not None:
+        checked = check_peak_tflops(peak_tflops)
+        tflops = json.dumps(checked) if isinstance(checked, Mapping) else repr(checked)
+    tbs = _positive("--peak-tbs", float(peak_tbs)) if peak_tbs is not None else None
+    return {"peak_tflops": tflops, "peak_tbs": tbs}
+
+
+def roofline(
+    wh: Catalog,
+    run: RunSelector = "latest",
+    *,
+    op: str | None = None,
+    top: int | None = None,
+    peak_tflops: PeakTflops | None = None,
+    peak_tbs: float | None = None,
+) -> pl.DataFrame:
+    """The roofline rows of one run (``roofline`` of ``sql/78_roofline.sql``), by GPU time.
+
+    Parameters
+    ----------
+    wh
+        The warehouse.
+    run
+        A run selector.
+    op
+        Keep operators whose name matches (glob with ``* ? [``, else substring; any case).
+    top
+        Keep the first ``top`` rows (after ``op``).
+    peak_tflops
+        Compute roof override: one number for every row, or numbers by roof label.
+    peak_tbs
+        Memory roof override (TB/s).
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per (operator, Input Dims, dtype, params, note): the :data:`COLUMNS`.
+    """
+    if top is not None and top < 1:
+        raise UsageError("--top must be at least 1")
+    params = _sql_peaks(peak_tflops, peak_tbs)
+    ref = wh.resolve_run(run)
+    # a graph replay's kernels are attributed to the operators of the trace that captured
+    # the graph, which may be of another day: the whole snapshot then
+    replay = wh.run_row(ref).get("kind") == "replay"
+    days = None if replay else [ref.day]
+    df = wh.call("roofline", ref.run_id, days=days, op_pattern=op, **params)
+    return df.head(top) if top else df
+
+
+def roofline_history(
+    wh: Catalog,
+    *,
+    op: str | None = None,
+    since: str | None = None,
+    where: Mapping[str, str] | None = None,
+    peak_tflops: PeakTflops | None = None,
+    peak_tbs: float | None = None,
+) -> pl.DataFrame:
+    """One row per run (oldest first): achieved TFLOP/s and TB/s of the matched operators.
+
+    ``roofline_history`` of ``sql/78_roofline.sql`` over the runs of day ``since`` or later,
+    restricted to the runs with labels/fields ``where``.
+    """
+    params = _sql_peaks(peak_tflops, peak_tbs)
+    day = parse_since(since) if since is not None else None
+    df = wh.sql(
+        "SELECT * FROM roofline_history(op_pattern := $op, since := $since, "
+        "peak_tflops := $peak_tflops, peak_tbs := $peak_tbs)",
+        {"op": op, "since": day, **params},
+        since=day,
+    )
+    if where:
+        keep = set(wh.runs(where=where)["run_id"].to_list())
+        df = df.filter(pl.col("run_id").is_in(list(keep)))
+    return df

@@ -1,0 +1,268 @@
+"""Change points over the whole history of every comparable series (`tracewh changes`).
+
+Composes the layers: the runs and their fingerprints (a :class:`~tracewh.query.runsel.Source`),
+workload identity (:mod:`tracewh.history.workload`), trace health
+(:mod:`tracewh.history.health`), the per-run values of every series (``series_values`` of
+``sql/93_changes.sql``), change-point detection and alert groups
+(:mod:`tracewh.history.changes`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import polars as pl
+
+from tracewh.core.errors import UsageError
+from tracewh.history.changepoint import DEFAULT_ALPHA
+from tracewh.history.changes import (
+    CHANGE_SCHEMA,
+    DetectOptions,
+    find_changes,
+    group_changes,
+    metric_unit,
+)
+from tracewh.history.health import unusable_runs
+from tracewh.history.series import parse_since
+from tracewh.history.workload import (
+    DEFAULT_KEYS,
+    DEFAULT_THRESHOLD,
+    assign_workloads,
+    unfingerprinted,
+)
+from tracewh.query.runsel import Source, where_frame
+
+__all__ = ["DEFAULT_ALPHA", "DEFAULT_KEYS", "ChangesReport", "RunSet", "changes", "run_set",
+           "series_values"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """The runs of a question: each with its workload, series, instance and health."""
+
+    runs: pl.DataFrame  # runs columns + workload, workload_by, similarity, series, instance
+    excluded: pl.DataFrame  # run_id, reasons: unusable runs left out
+    fingerprinted: int = 0  # runs whose fingerprint was computed from their tables here
+
+
+def run_set(
+    src: Source,
+    *,
+    keys: Sequence[str] = DEFAULT_KEYS,
+    threshold: float = DEFAULT_THRESHOLD,
+    include_unusable: bool = False,
+) -> RunSet:
+    """Every visible run with its workload identity; unusable runs apart (unless included).
+
+    A run ingested before the ``fingerprints`` table whose labels do not name its workload
+    gets its fingerprint computed from its stored tables (``run_fingerprints_in``, the
+    ingest's definition), so old warehouses compare as new ones do; ``tracewh compact``
+    stores these (``RunSet.fingerprinted`` counts the runs computed here). Inside a
+    ``Warehouse.session()`` it is computed once per argument set (see ``memoized``).
+    """
+    return _memoized(src, ("run_set", tuple(keys), threshold, include_unusable),
+                     lambda: _run_set(src, keys=keys, threshold=threshold,
+                                      include_unusable=include_unusable))  # fmt: skip
+
+
+def _memoized(src: Source, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
+    """``compute()``, once per ``key`` inside a session where ``src`` has ``memoized``."""
+    memo = getattr(src, "memoized", None)
+    return compute() if memo is None else cast("_T", memo(key, compute))
+
+
+def series_values(
+    src: Source, *, since: dt.date | None, kernel: str | None = None,
+    category: str | None = None, module: str | None = None,
+) -> pl.DataFrame:
+    """``series_values`` (sql/93_changes.sql) of the runs of day >= ``since`` (None: all).
+
+    The one query ``changes`` and ``check`` both run: inside a session, run once for both.
+    """
+    def compute() -> pl.DataFrame:
+        return src.sql(
+            "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
+            " module_prefix := $m)",
+            {"s": since, "k": kernel, "c": category, "m": module}, since=since,
+        )
+
+    return _memoized(src, ("series_values", since, kernel, category, module), compute)
+
+
+def _run_set(
+    src: Source, *, keys: Sequence[str], threshold: float, include_unusable: bool
+) -> RunSet:
+    table, computed = _with_fingerprints(src, src.run_table(), keys)
+    wl = assign_workloads(table, keys=keys, threshold=threshold)
+    runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
+    bad = unusable_runs(runs)
+    if not include_unusable and not bad.is_empty():
+        runs = runs.join(bad.select("run_id"), on="run_id", how="anti")
+    return RunSet(runs.sort(["start_ns", "rank", "run_id"], nulls_last=True), bad, computed)
+
+
+def _with_fingerprints(
+    src: Source, table: pl.DataFrame, keys: Sequence[str]
+) -> tuple[pl.DataFrame, int]:
+    """``table`` with the missing ``minhash`` of runs that need one computed from their tables."""
+    ids = unfingerprinted(table, keys)
+    if not ids:
+        return table, 0
+    days = set(table.filter(pl.col("run_id").is_in(ids))["day"].to_list())
+    found = src.sql("SELECT run_id, minhash AS computed FROM run_fingerprints_in($ids)",
+                    {"ids": ids}, days=days)  # fmt: skip
+    if "minhash" not in table.columns:
+        table = table.with_columns(pl.lit(None, dtype=pl.List(pl.Int64)).alias("minhash"))
+    out = table.join(found, on="run_id", how="left", maintain_order="left").with_columns(
+        pl.coalesce(pl.col("minhash"), pl.col("computed").cast(pl.List(pl.Int64))).alias("minhash")
+    )
+    return out.drop("computed"), found.height
+
+
+def commit_label(labels_json: str | None) -> str | None:
+    """The ``commit`` label of a run (``git_commit``/``sha`` too), if any."""
+    try:
+        labels = json.loads(labels_json) if labels_json else {}
+    except ValueError:
+        return None
+    if not isinstance(labels, dict):
+        return None
+    for k in ("commit", "git_commit", "sha", "revision"):
+        if labels.get(k):
+            return str(labels[k])
+    return None
+
+
+@dataclass(frozen=True)
+class ChangesReport:
+    """Outcome of :meth:`tracewh.api.Warehouse.changes`.
+
+    Attributes
+    ----------
+    changes
+        One row per change (see :meth:`to_dicts` for the JSON objects).
+    series
+        How many series were analysed.
+    runs
+        How many runs they span.
+    excluded
+        Unusable runs left out (``run_id``, ``day``, ``reasons``).
+    params
+        The settings used.
+    fingerprinted
+        Runs ingested before fingerprints whose fingerprint was computed from their tables
+        for this question (``tracewh compact`` stores them).
+    """
+
+    changes: pl.DataFrame = field(repr=False)
+    series: int
+    runs: int
+    excluded: pl.DataFrame = field(repr=False)
+    params: Mapping[str, Any]
+    fingerprinted: int = 0
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """One JSON-ready object per change: times in ms per step (fractions for idle, bytes
+        for memory)."""
+        out = []
+        for r in self.changes.iter_rows(named=True):
+            unit = metric_unit(r["metric"])
+            scale = 1e6 if unit == "ns/step" else 1.0
+            out.append({
+                "metric": r["metric"], "key": r["key"], "name": r["name"],
+                "short_name": r["short_name"], "category": r["category"],
+                "run_id": r["run_id"], "day": r["day"].isoformat() if r["day"] else None,
+                "commit": r["commit"], "prev_run_id": r["prev_run_id"],
+                "before": r["before"] / scale, "after": r["after"] / scale,
+                "unit": "ms/step" if unit == "ns/step" else unit,
+                "change_pct": r["change_pct"], "p_value": r["p_value"],
+                "noise_pct": r["noise_pct"], "provisional": r["provisional"],
+                "runs_before": r["index"], "runs_after": r["runs_after"],
+                "group": r["group"], "group_size": r["group_size"], "group_rank": r["group_rank"],
+                "workload": r["workload"], "rank": r["rank"], "job": r["job"],
+                "device_name": r["device_name"],
+            })  # fmt: skip
+        return out
+
+
+def changes(
+    src: Source,
+    *,
+    since: str | dt.date | None = "90d",
+    kernel: str | None = None,
+    category: str | None = None,
+    module: str | None = None,
+    op: str | None = None,
+    where: Mapping[str, str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    min_change: float = 0.0,
+    min_ms: float = 0.1,
+    floor_ms: float = 0.01,
+    keys: Sequence[str] = DEFAULT_KEYS,
+    threshold: float = DEFAULT_THRESHOLD,
+    include_unusable: bool = False,
+    today: dt.date | None = None,
+) -> ChangesReport:
+    """Change points of every comparable series; see :meth:`tracewh.api.Warehouse.changes`."""
+    if sum(x is not None for x in (kernel, category, module, op)) > 1:
+        raise UsageError("give one of --kernel, --category, --module, --op")
+    if not 0 < alpha < 1:
+        raise UsageError("alpha must be between 0 and 1")
+    if min_change < 0 or min_ms < 0 or floor_ms < 0:
+        raise UsageError("--min-change, --min-ms and the floor must be >= 0")
+    first = parse_since(since, today=today) if since is not None else None
+    rs = run_set(src, keys=keys, threshold=threshold, include_unusable=True)
+    runs = where_frame(rs.runs, where or {})
+    if first is not None:
+        runs = runs.filter(pl.col("day") >= first)
+    excl = runs.join(rs.excluded, on="run_id", how="inner")
+    if include_unusable:
+        excl = excl.clear()
+    else:
+        runs = runs.join(rs.excluded.select("run_id"), on="run_id", how="anti")
+    params: dict[str, Any] = {
+        "since": first.isoformat() if first else None, "kernel": kernel, "category": category,
+        "module": module, "op": op, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
+        "min_ms": min_ms, "floor_ms": floor_ms, "keys": list(keys), "threshold": threshold,
+        "include_unusable": include_unusable,
+    }  # fmt: skip
+    if runs.is_empty():
+        return ChangesReport(_decorate(_empty_changes(), runs), 0, 0,
+                             excl.select("run_id", "day", "reasons"), params,
+                             rs.fingerprinted)  # fmt: skip
+    if op is not None:  # the operators' TFLOP/s (sql/94_op_series.sql), only when asked
+        values = src.sql(
+            "SELECT * FROM op_series_values($runs, op_pattern := $op, min_ms := $min_ms)",
+            {"runs": runs["run_id"].to_list(), "op": op, "min_ms": min_ms}, since=first,
+        )
+    else:
+        values = series_values(src, since=first, kernel=kernel, category=category, module=module)
+    opts = DetectOptions(alpha=alpha, min_change=min_change, min_value=min_ms * 1e6,
+                         floor=floor_ms * 1e6)  # fmt: skip
+    found = find_changes(runs, values, options=opts)
+    grouped = group_changes(found, runs)
+    n_series = values.join(runs.select("run_id", "series"), on="run_id").select(
+        "series", "metric", "key").n_unique()  # fmt: skip
+    return ChangesReport(_decorate(grouped, runs), n_series, runs.height,
+                         excl.select("run_id", "day", "reasons"), params,
+                         rs.fingerprinted)  # fmt: skip
+
+
+def _empty_changes() -> pl.DataFrame:
+    return pl.DataFrame(schema={**CHANGE_SCHEMA, "group": pl.Int64, "group_size": pl.Int64,
+                                "group_rank": pl.Int64})  # fmt: skip
+
+
+def _decorate(changes_: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Add the first run's day, start, commit label, rank, job, workload, device."""
+    info = runs.select("run_id", "day", "start_ns", "labels_json", "rank", "job", "workload",
+                       "device_name")  # fmt: skip
+    out = changes_.join(info, on="run_id", how="left")
+    commits = [commit_label(x) for x in out["labels_json"].to_list()]
+    return out.with_columns(pl.Series("commit", commits, dtype=pl.String)).drop("labels_json")

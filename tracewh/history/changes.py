@@ -1,0 +1,211 @@
+"""Change points of every series of a warehouse, and their alert groups.
+
+A *series* is one metric and key (the step time, the GPU idle fraction, a category, a
+kernel key, a module) over the comparable runs of one workload, device, backend, rank and
+world size (:mod:`tracewh.history.workload`), oldest first. A kernel, category or module
+that did not run in a run of its series counts 0 there. Each series is handed to
+:func:`tracewh.history.changepoint.detect` with each run's within-run variance (its step
+spread squared over its step count) as the noise floor.
+
+Reported: a change point whose relative change is at least ``min_change`` and whose
+absolute change is at least ``floor`` (in the series' unit); time series whose largest
+value stays under ``min_value`` are not analysed.
+
+**Alert groups.** Changes whose first run after the change belongs to the same job instance
+(the ranks of one job, :func:`tracewh.history.workload.assign_workloads`) form one group:
+one cause (a framework upgrade that slows five GEMMs on every rank) is one alert. Groups
+are numbered from the most recent; within a group, changes are ordered by their absolute
+change per step, largest first (step and idle metrics, which sum up the others, lead).
+
+Pure: Polars frames in, Polars frames out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from tracewh.history.changepoint import DEFAULT_ALPHA, detect
+
+#: Metrics whose value is a time per step in ns (the others: a fraction, or bytes).
+TIME_METRICS = frozenset({"step", "category", "kernel", "module"})
+#: Metrics whose value is in bytes: the peak allocated memory per step (sql/65_memory.sql).
+BYTE_METRICS = frozenset({"memory"})
+#: Smallest change of a byte metric reported or checked: below a MiB a peak moves by
+#: allocator rounding (the caching allocator hands out 2 MiB segments), not by a change.
+MEMORY_FLOOR_BYTES = 1 << 20
+#: Metrics that count 0 in a run of the series where they have no value.
+ZERO_FILLED = frozenset({"category", "kernel", "module"})
+#: Metrics where higher is better (a throughput: achieved TFLOP/s of an operator,
+#: sql/94_op_series.sql): for them a drop is the regression.
+HIGHER_IS_BETTER = frozenset({"op_tflops"})
+_METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5,
+                 "op_tflops": 6}  # fmt: skip
+
+
+def metric_unit(metric: str) -> str:
+    """The unit of a metric's values: ``ns/step``, ``fraction`` (idle), ``bytes`` (memory)
+    or ``TFLOP/s`` (op_tflops)."""
+    if metric in BYTE_METRICS:
+        return "bytes"
+    if metric in HIGHER_IS_BETTER:
+        return "TFLOP/s"
+    return "ns/step" if metric in TIME_METRICS else "fraction"
+
+
+@dataclass(frozen=True)
+class DetectOptions:
+    """Settings of :func:`find_changes` (see the module docstring)."""
+
+    alpha: float = DEFAULT_ALPHA
+    min_change: float = 0.0
+    min_value: float = 0.0
+    floor: float = 0.0
+    min_size: int = 3
+    tail_size: int = 1
+
+
+CHANGE_SCHEMA: dict[str, pl.DataType] = {
+    "series": pl.String(), "metric": pl.String(), "key": pl.String(), "name": pl.String(),
+    "short_name": pl.String(), "category": pl.String(), "run_id": pl.String(),
+    "index": pl.Int64(), "runs": pl.Int64(), "runs_after": pl.Int64(), "before": pl.Float64(),
+    "after": pl.Float64(), "delta": pl.Float64(), "change_pct": pl.Float64(),
+    "p_value": pl.Float64(), "noise_pct": pl.Float64(), "provisional": pl.Boolean(),
+    "prev_run_id": pl.String(),
+}  # fmt: skip
+
+
+def find_changes(
+    runs: pl.DataFrame, values: pl.DataFrame, *, options: DetectOptions | None = None
+) -> pl.DataFrame:
+    """Change points of every (series, metric, key).
+
+    Parameters
+    ----------
+    runs
+        The runs analysed: ``run_id``, ``series``, ``start_ns`` (one row each).
+    values
+        ``series_values`` rows: ``run_id``, ``metric``, ``key``, ``name``, ``short_name``,
+        ``category``, ``value``, ``step_sd``, ``n_steps``.
+    options
+        Detection settings.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per change (:data:`CHANGE_SCHEMA`): ``run_id`` is the first run after the
+        change, ``prev_run_id`` the last run before it, ``index`` its position in a series
+        of ``runs`` runs, ``before``/``after`` the means of the segments either side,
+        ``delta`` their difference, ``change_pct`` ``100 * (after / before - 1)`` (NULL for
+        a zero ``before``), ``noise_pct`` the relative noise the test used.
+    """
+    opt = options or DetectOptions()
+    order = runs.select("run_id", "series", "start_ns").sort(["series", "start_ns", "run_id"])
+    v = values.join(order.select("run_id", "series"), on="run_id", how="inner")
+    rows: list[dict[str, object]] = []
+    run_lists = {
+        s: ids for s, ids in order.group_by("series", maintain_order=True)
+        .agg(pl.col("run_id")).iter_rows()
+    }  # fmt: skip
+    for (series, metric, key), grp in v.group_by(["series", "metric", "key"]):
+        ids: list[str] = run_lists[str(series)]
+        rows.extend(_one(str(series), str(metric), str(key), ids, grp, opt))
+    out = pl.DataFrame(rows, schema=CHANGE_SCHEMA, orient="row")
+    return out.sort(["series", "metric", "key", "index"])
+
+
+def _one(
+    series: str, metric: str, key: str, ids: list[str], grp: pl.DataFrame, opt: DetectOptions
+) -> list[dict[str, object]]:
+    pos = {r: i for i, r in enumerate(ids)}
+    n = len(ids)
+    filled = metric in ZERO_FILLED
+    vals = np.zeros(n) if filled else np.full(n, np.nan)
+    wvar = np.zeros(n)
+    names: list[tuple[str | None, str | None, str | None]] = [(None, None, None)] * n
+    for r, value, sd, steps, name, short, cat in grp.select(
+        "run_id", "value", "step_sd", "n_steps", "name", "short_name", "category"
+    ).iter_rows():
+        i = pos[r]
+        vals[i] = np.nan if value is None else value
+        if sd is not None and steps:
+            wvar[i] = sd * sd / steps
+        names[i] = (name, short, cat)
+    keep = np.isfinite(vals)
+    if keep.sum() < 2:
+        return []
+    idx = np.flatnonzero(keep)
+    x = vals[idx]
+    if metric in TIME_METRICS and float(np.max(x)) < opt.min_value:
+        return []
+    found = detect(x, within_var=wvar[idx], alpha=opt.alpha, min_size=opt.min_size,
+                   tail_size=opt.tail_size, min_change=opt.min_change)  # fmt: skip
+    out: list[dict[str, object]] = []
+    for c in found:
+        delta = c.after - c.before
+        if metric in TIME_METRICS and abs(delta) < opt.floor:
+            continue
+        if metric in BYTE_METRICS and abs(delta) < MEMORY_FLOOR_BYTES:
+            continue
+        first = int(idx[c.index])
+        # the name the kernel had in the newest run that ran it
+        name, short, cat = next(
+            (names[int(j)] for j in idx[::-1] if names[int(j)][0] is not None), (key, None, None)
+        )
+        out.append({
+            "series": series, "metric": metric, "key": key, "name": name, "short_name": short,
+            "category": cat, "run_id": ids[first], "index": c.index, "runs": len(x),
+            "runs_after": c.runs_after, "before": c.before, "after": c.after, "delta": delta,
+            "change_pct": 100.0 * (c.after / c.before - 1.0) if c.before else None,
+            "p_value": c.p_value,
+            "noise_pct": 100.0 * (math.expm1(c.noise) if c.relative else
+                                  (c.noise / abs(c.before) if c.before else math.nan)),
+            "provisional": c.provisional, "prev_run_id": ids[int(idx[c.index - 1])],
+        })  # fmt: skip
+    return out
+
+
+def group_changes(changes: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Number the alert groups of ``changes``: one per job instance of the first run after.
+
+    Parameters
+    ----------
+    changes
+        :func:`find_changes` rows.
+    runs
+        ``run_id``, ``instance``, ``start_ns`` of the runs.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``changes`` with ``group`` (1 = the most recent group), ``group_size`` and
+        ``group_rank`` (1 = the largest contributor), in group then rank order.
+    """
+    if changes.is_empty():
+        return changes.with_columns(
+            pl.lit(None, pl.Int64).alias("group"), pl.lit(None, pl.Int64).alias("group_size"),
+            pl.lit(None, pl.Int64).alias("group_rank"),
+        )  # fmt: skip
+    c = changes.join(runs.select("run_id", "instance", "start_ns"), on="run_id", how="left")
+    firsts = (
+        c.group_by("instance").agg(pl.col("start_ns").min().alias("g_start"))
+        .sort(["g_start", "instance"], descending=[True, False])
+        .with_row_index("group", offset=1)
+        .with_columns(pl.col("group").cast(pl.Int64))
+    )
+    c = c.join(firsts.select("instance", "group"), on="instance", how="left")
+    c = c.with_columns(
+        pl.col("metric").replace_strict(_METRIC_ORDER, default=9).alias("_m"),
+        pl.when(pl.col("metric") == "idle").then(None).otherwise(pl.col("delta").abs())
+        .alias("_impact"),
+    )
+    c = c.sort(["group", "_m", "_impact", "key"], descending=[False, False, True, False],
+               nulls_last=True)  # fmt: skip
+    c = c.with_columns(
+        pl.len().over("group").cast(pl.Int64).alias("group_size"),
+        pl.int_range(1, pl.len() + 1).over("group").cast(pl.Int64).alias("group_rank"),
+    )
+    return c.drop("_m", "_impact", "instance", "start_ns")

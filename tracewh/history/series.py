@@ -1,0 +1,112 @@
+"""Many runs: diffs and history series (over ``sql/90_history.sql`` and ``sql/91_diff.sql``).
+
+Every value is normalised **per step**: a run total divided by the run's number of
+``ProfilerStep#N`` (1 for a trace without steps), so runs with different step counts compare
+fairly. Definitions live in ``sql/90_history.sql`` (per-run metrics, history) and
+``sql/91_diff.sql`` (two runs); this module resolves selectors, restricts the tables to the
+partitions a question needs, and shapes the results. Which runs are comparable is
+:mod:`tracewh.history.workload`; the regression check and change points are
+:mod:`tracewh.history.check` and :mod:`tracewh.history.alerts`. It takes a :class:`~tracewh.query.runsel.Source`
+(the API passes itself) and never imports the API.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+
+import polars as pl
+
+from tracewh.core.errors import UsageError
+from tracewh.query.macros import DIFF_LEVELS
+from tracewh.query.runsel import RunSelector, Source, parse_since, where_clause
+
+__all__ = ["LEVELS", "compare", "diff", "history", "parse_since", "parse_threshold"]
+
+#: Grouping levels of a diff (``op``: CPU operator and input shapes, across hardware).
+LEVELS = DIFF_LEVELS
+
+_PCT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
+
+
+def parse_threshold(text: str | float) -> float:
+    """Parse a relative threshold: ``"10%"`` or ``"10"`` (percent) into ``0.10``.
+
+    A float is taken as a fraction already. Must be positive.
+
+    Raises
+    ------
+    UsageError
+        If the text is not a positive percentage.
+    """
+    if isinstance(text, float | int):
+        value = float(text)
+    else:
+        m = _PCT_RE.match(text)
+        if m is None:
+            raise UsageError(f"invalid threshold {text!r}: expected a percentage such as 10%")
+        value = float(m.group(1)) / 100.0
+    if not value > 0:
+        raise UsageError(f"threshold must be positive, got {text!r}")
+    return value
+
+
+def _check_level(level: str) -> None:
+    if level not in LEVELS:
+        raise UsageError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
+
+
+def diff(
+    wh: Source, a: RunSelector, b: RunSelector, *, level: str = "kernel", tolerance: float = 0.05
+) -> pl.DataFrame:
+    """Per-group comparison of runs ``a`` and ``b`` (``run_diff``), by absolute impact.
+
+    See :meth:`tracewh.api.Warehouse.diff`.
+    """
+    _check_level(level)
+    if tolerance < 0:
+        raise UsageError("tolerance must be >= 0")
+    ra, rb = wh.resolve_run(a), wh.resolve_run(b)
+    return wh.sql(
+        "SELECT * FROM run_diff($a, $b, level := $level, tolerance := $tol)",
+        {"a": ra.run_id, "b": rb.run_id, "level": level, "tol": tolerance},
+        days={ra.day, rb.day},
+    )
+
+
+def compare(wh: Source, a: RunSelector, b: RunSelector) -> pl.DataFrame:
+    """Run-level metrics of runs ``a`` and ``b`` side by side (``run_compare``)."""
+    ra, rb = wh.resolve_run(a), wh.resolve_run(b)
+    return wh.sql(
+        "SELECT * FROM run_compare($a, $b)", {"a": ra.run_id, "b": rb.run_id},
+        days={ra.day, rb.day},
+    )
+
+
+def history(
+    wh: Source,
+    *,
+    kernel: str | None = None,
+    category: str | None = None,
+    since: str | dt.date | None = None,
+    where: Mapping[str, str] | None = None,
+    today: dt.date | None = None,
+    kernel_key: str | None = None,
+) -> pl.DataFrame:
+    """Time series per run of the matched GPU ops, step time and idle fraction.
+
+    See :meth:`tracewh.api.Warehouse.history`.
+    """
+    first = parse_since(since, today=today) if since is not None else None
+    clauses, params = where_clause(where or {})
+    # a run's child rows lie in its own day partition: the partitions before `first` hold
+    # no row of a run metric_history keeps, so the connection leaves them out
+    return wh.sql(
+        "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c, since := $s,"
+        " key_name := $key) h "
+        f"WHERE h.run_id IN (SELECT run_id FROM runs WHERE {clauses}) "
+        "ORDER BY h.start_ns, h.rank, h.run_id",
+        {**params, "k": kernel, "c": category, "s": first, "key": kernel_key},
+        since=first,
+    )

@@ -1,0 +1,146 @@
+"""Each single-run analysis as a call of one ``sql/`` table macro, defined once.
+
+:class:`~tracewh.api.Warehouse` turns a :class:`MacroCall` into a Polars frame
+(``Warehouse.kernels(...)``), a printing command into plain rows
+(``Warehouse.macro_rows``) without importing Polars; both take the macro and
+its parameters from the functions here, which also check the options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracewh.core.errors import UsageError
+
+__all__ = [
+    "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotation_tree", "breakdown", "gaps", "graph_match",
+    "idle_breakdown",
+    "kernels", "largest_gaps", "launches", "memcpy", "modules", "ops", "queue_depth", "steps",
+]
+
+
+#: Grouping levels of a diff (``op``: CPU operator and input shapes, across hardware).
+DIFF_LEVELS = ("kernel", "short_name", "category", "op")
+
+
+@dataclass(frozen=True)
+class MacroCall:
+    """``SELECT * FROM name(run_id, key := value, ...)`` for one run."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise :class:`UsageError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise UsageError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def kernels(
+    *, cats: Sequence[str] | None = None, group_by: str = "name", by: str = "total"
+) -> MacroCall:
+    """Kernel ranking (``kernel_ranking`` of ``sql/10_kernels.sql``)."""
+    check_choice("group_by", group_by, ("name", "short_name", "category"))
+    check_choice("by", by, ("total", "mean", "max", "calls"))
+    return MacroCall(
+        "kernel_ranking",
+        {"cats": list(cats) if cats else None, "group_by": group_by, "order_by": by},
+    )
+
+
+def gaps(*, threshold_ns: int = 30_000) -> MacroCall:
+    """Stream gaps and idle breakdown per (device, stream) (``stream_gaps``)."""
+    return MacroCall("stream_gaps", {"kernel_wait_threshold_ns": threshold_ns})
+
+
+def largest_gaps(*, n: int = 20, threshold_ns: int = 30_000) -> MacroCall:
+    """The ``n`` largest gaps with the ops on either side (``largest_gaps``)."""
+    return MacroCall("largest_gaps", {"n": n, "kernel_wait_threshold_ns": threshold_ns})
+
+
+def idle_breakdown(*, threshold_ns: int = 30_000) -> MacroCall:
+    """Idle time by kind per stream and per device (``idle_breakdown``)."""
+    return MacroCall("idle_breakdown", {"kernel_wait_threshold_ns": threshold_ns})
+
+
+_LAUNCHES = {
+    "kernel": "launch_latency_by_kernel",
+    "step": "launch_latency_by_step",
+    "op": "launch_latency",
+    "linkage": "launch_linkage",
+    "graph": "graph_launches",
+}
+
+#: Macros that map CUDA/HIP graph replays to captures of the run's job (``sql/45_graphs.sql``):
+#: their connection holds the days of the job's capture and replay runs too.
+GRAPH_MACROS = frozenset({
+    "graph_launches", "graph_replay", "graph_replay_map", "graph_match", "gpu_ops_attributed",
+    "op_gpu_time",
+    "module_tree", "module_gpu_time", "annotation_tree", "annotation_gpu_time",
+    "attribution_tree", "attribution_time",
+})
+
+
+def launches(*, by: str = "kernel") -> MacroCall:
+    """Launch latency per kernel name, per step, per launch, the linkage, or per graph launch.
+
+    A CUDA/HIP graph launch is one launch, measured to its first replayed op (``by="graph"``:
+    one row per graph launch with the capture it maps to, ``graph_launches``).
+    """
+    check_choice("by", by, tuple(_LAUNCHES))
+    return MacroCall(_LAUNCHES[by])
+
+
+def graph_match() -> MacroCall:
+    """How a run's graph replays map to captures, in one row (``graph_match``)."""
+    return MacroCall("graph_match")
+
+
+def queue_depth() -> MacroCall:
+    """Outstanding GPU ops per stream (``queue_depth``)."""
+    return MacroCall("queue_depth")
+
+
+def steps(*, threshold_ns: int = 30_000) -> MacroCall:
+    """Per step: wall time, GPU busy/idle, top kernel, bound (``step_summary``)."""
+    return MacroCall("step_summary", {"kernel_wait_threshold_ns": threshold_ns})
+
+
+def ops(*, cpu: bool = False) -> MacroCall:
+    """GPU time per CPU operator and shapes (``op_gpu_time``), or CPU op time (``cpu_op_time``)."""
+    return MacroCall("cpu_op_time" if cpu else "op_gpu_time")
+
+
+def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
+    """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``)."""
+    _check_tree(depth, top)
+    return MacroCall("module_tree", {"max_depth": depth, "top": top})
+
+
+def annotation_tree(
+    *, gpu: bool = False, depth: int | None = None, top: int | None = None
+) -> MacroCall:
+    """GPU time per user annotation as a tree (``annotation_tree``); ``gpu``: GPU-side spans."""
+    _check_tree(depth, top)
+    source = "gpu_user_annotation" if gpu else "user_annotation"
+    return MacroCall("annotation_tree", {"source": source, "max_depth": depth, "top": top})
+
+
+def _check_tree(depth: int | None, top: int | None) -> None:
+    if depth is not None and depth < 1:
+        raise UsageError("--depth must be at least 1")
+    if top is not None and top < 1:
+        raise UsageError("--top must be at least 1")
+
+
+def memcpy() -> MacroCall:
+    """Memory copies per kind (``memcpy_summary``)."""
+    return MacroCall("memcpy_summary")
+
+
+def breakdown() -> MacroCall:
+    """GPU time per device: compute, communication, memcpy, idle (``gpu_time_breakdown``)."""
+    return MacroCall("gpu_time_breakdown")

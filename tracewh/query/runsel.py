@@ -1,0 +1,300 @@
+"""Run selectors: which run a ``--run SEL`` (or a SQL macro's ``run`` argument) means.
+
+A selector is one or more *terms* separated by commas (or given as a list, e.g. ``--run``
+repeated); a run matches when it matches every term:
+
+- ``latest`` (or nothing): every run;
+- a run_id prefix (hex digits, any length): runs whose ``run_id`` starts with it;
+- ``KEY=VALUE``: runs whose label ``KEY`` is ``VALUE``, or whose run field ``KEY`` (one of
+  :data:`RUN_FIELDS`, e.g. ``rank``, ``day``, ``device_name``, ``job``) is ``VALUE``, compared as
+  text.
+
+Matches are ordered *latest first*: by ``ingested_at`` (every run written by one ``tracewh
+ingest`` command shares the time that command started), then by trace start, then by rank and
+``run_id``. So ``latest`` is the newest trace of the latest ingest: after ingesting a night of
+two ranks it is that night's rank 0; after ingesting one old trace, it is that trace.
+
+A selector that matches several runs picks the first of them; :class:`RunRef` records how many
+matched (``matched``) and the others (``others``), so a caller can say so. A run_id prefix
+that matches several runs is an error (ambiguous), as is a selector matching none.
+
+It also holds what the many-run analyses need from a warehouse without importing the API:
+:mod:`tracewh.history.series` and :mod:`tracewh.history.alerts` take a :class:`Source` (structurally: any
+object with these methods; :class:`tracewh.api.Warehouse` is one). ``KEY=VALUE`` run filters
+are defined here once (:func:`where_clause`, :func:`where_frame`).
+
+The SQL side is ``sql/02_runs.sql`` (``run_matches(sel)``, ``run(sel)``): the one definition,
+used by :meth:`tracewh.api.Warehouse.resolve_run` and by every per-run table macro, so
+``SELECT * FROM stream_gaps('959efc7b')`` and ``stream_gaps('model=x,rank=0')`` mean what
+``--run`` means.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tracewh.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import duckdb
+    import polars as pl
+
+#: Run fields a ``KEY=VALUE`` selector may name (besides labels).
+RUN_FIELDS = (
+    "run_id", "day", "host", "rank", "world_size", "device_name", "backend", "job",
+    "file_name", "source_path", "trace_name", "trace_id", "dist_backend", "sha256",
+)  # fmt: skip
+
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A resolved run: its id, partition day, job and rank, and what the title of a table needs.
+
+    ``selector`` is what was asked for, ``matched`` how many runs it matched (the first, by
+    the *latest* order, was taken) and ``others`` up to five other matching run ids.
+    """
+
+    run_id: str
+    day: Any
+    job: str | None
+    rank: int | None
+    file_name: str | None = None
+    start_ns: int | None = None
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    device_name: str | None = None
+    world_size: int | None = None
+    selector: str = ""
+    matched: int = 1
+    others: tuple[str, ...] = ()
+
+    @property
+    def short_id(self) -> str:
+        """The first 8 hex digits of the run id."""
+        return self.run_id[:8]
+
+
+#: What a run argument of the API accepts: a selector (``"latest"``, a run_id prefix,
+#: ``"model=x,rank=0"``), a list of selector terms, or an already resolved :class:`RunRef`.
+RunSelector = str | Sequence[str] | RunRef
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a selector: ``latest``, a run_id prefix, or ``KEY=VALUE``."""
+
+    kind: str  # latest | prefix | key
+    key: str | None = None
+    value: str | None = None
+
+
+#: How :func:`canonical` joins terms for SQL (a character no label value holds), so that a
+#: value with a comma survives the trip to ``run_matches``.
+SQL_SEPARATOR = "\x1f"
+
+
+def _looks_like_term(piece: str) -> bool:
+    p = piece.strip()
+    return "=" in p or p.lower() == "latest" or (len(p) >= 4 and bool(_HEX.match(p)))
+
+
+def split_selector(selector: str | Sequence[str] | None) -> list[str]:
+    """The terms of a selector (a string with comma-separated terms, or a list of them).
+
+    A comma separates terms only when every piece it makes is a term of its own (holds
+    ``=``, is ``latest`` or a run_id prefix of 4+ hex digits): ``job=/data/a,b`` stays one
+    term, ``model=x,rank=0`` is two.
+    """
+    parts: list[str] = []
+    items = [selector] if isinstance(selector, str) or selector is None else list(selector)
+    for item in items:
+        text = (item or "").strip()
+        pieces = [p for p in text.split(",") if p.strip()]
+        if len(pieces) > 1 and all(_looks_like_term(p) for p in pieces):
+            parts += [p.strip() for p in pieces]
+        elif text:
+            parts.append(text)
+    return parts
+
+
+def parse_selector(selector: str | Sequence[str] | None) -> list[Term]:
+    """Parse a selector into terms; :class:`UsageError` on a malformed term.
+
+    Examples
+    --------
+    >>> [t.kind for t in parse_selector("model=x,rank=0")]
+    ['key', 'key']
+    >>> parse_selector(["959efc7b"])[0]
+    Term(kind='prefix', key=None, value='959efc7b')
+    """
+    terms: list[Term] = []
+    for part in split_selector(selector):
+        if part.lower() == "latest":
+            terms.append(Term("latest"))
+        elif "=" in part:
+            key, _, value = part.partition("=")
+            if not key.strip():
+                raise UsageError(f"run selector term {part!r}: expected KEY=VALUE")
+            terms.append(Term("key", key.strip(), value.strip()))
+        elif _HEX.match(part):
+            terms.append(Term("prefix", value=part.lower()))
+        else:
+            raise UsageError(
+                f"run selector term {part!r} is neither 'latest', a run_id prefix (hex digits) "
+                "nor KEY=VALUE (a label or run field, e.g. model=dit, rank=0)"
+            )
+    return terms
+
+
+def canonical(selector: str | Sequence[str] | None) -> str:
+    """The selector as one string for people (terms joined by commas; ``latest`` when empty)."""
+    return ",".join(split_selector(selector)) or "latest"
+
+
+def sql_selector(selector: str | Sequence[str] | None) -> str:
+    """The selector as ``run_matches`` takes it: terms joined by :data:`SQL_SEPARATOR`."""
+    return SQL_SEPARATOR.join(split_selector(selector)) or "latest"
+
+
+def has_prefix(terms: Sequence[Term]) -> bool:
+    """Whether a selector names a run_id prefix (then several matches are ambiguous)."""
+    return any(t.kind == "prefix" for t in terms)
+
+
+def where_clause(where: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    """SQL condition (and its parameters) matching runs whose label or field ``key`` is ``value``.
+
+    A key names a label (``labels_json``) or one of the run fields in :data:`RUN_FIELDS`;
+    values compare as text.
+    """
+    clauses = ["true"]
+    params: dict[str, Any] = {}
+    for i, (key, value) in enumerate(where.items()):
+        params[f"p{i}"] = '$."' + key.replace('"', '\\"') + '"'
+        params[f"v{i}"] = value
+        label = f"json_extract_string(labels_json, $p{i}) = $v{i}"
+        if key in RUN_FIELDS:
+            clauses.append(f"(CAST({key} AS VARCHAR) = $v{i} OR {label})")
+        else:
+            clauses.append(f"coalesce({label}, false)")
+    return " AND ".join(clauses), params
+
+
+def where_frame(runs: pl.DataFrame, where: Mapping[str, str]) -> pl.DataFrame:
+    """The rows of ``runs`` matching every ``KEY=VALUE`` of ``where`` (as :func:`where_clause`)."""
+    import polars as pl
+
+    out = runs
+    for key, value in where.items():
+        label = pl.col("labels_json").str.json_path_match(
+            '$."' + key.replace('"', '\\"') + '"'
+        )
+        cond = label == value
+        if key in RUN_FIELDS and key in runs.columns:
+            cond = (pl.col(key).cast(pl.String) == value) | cond.fill_null(False)
+        out = out.filter(cond.fill_null(False))
+    return out
+
+
+class Source(Protocol):
+    """The queries the many-run analyses run (a :class:`tracewh.api.Warehouse`)."""
+
+    def sql(
+        self,
+        query: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        days: Collection[dt.date] | None = None,
+        since: dt.date | None = None,
+    ) -> pl.DataFrame:
+        """A SQL query over the views (``days``/``since`` restrict the partitions)."""
+        ...
+
+    def resolve_run(self, selector: RunSelector = "latest") -> RunRef:
+        """A run selector resolved to one run."""
+        ...
+
+    def run_table(self) -> pl.DataFrame:
+        """Every visible run with its fingerprint's ``minhash`` (NULL without one)."""
+        ...
+
+
+
+class Catalog(Source, Protocol):
+    """What the per-run analyses (:mod:`tracewh.analysis`) query: the views of a snapshot.
+
+    The facade (:class:`tracewh.api.Warehouse`) is one; the analyses take any object with these
+    methods, so they never import the facade.
+    """
+
+    def connection(
+        self, *, days: Collection[dt.date] | None = None
+    ) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A DuckDB connection on the views (``days`` restricts the partitions)."""
+        ...
+
+    def call(
+        self, name: str, first: Any, /, *, days: Collection[dt.date] | None = None, **params: Any
+    ) -> pl.DataFrame:
+        """A table macro ``name(first, **params)``."""
+        ...
+
+    def run_row(self, run: RunSelector) -> dict[str, Any]:
+        """The ``runs`` row of one run."""
+        ...
+
+    def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
+        """Every visible run, latest first (``where``: label/field filters)."""
+        ...
+
+_SINCE_RE = re.compile(r"^\s*(\d+)\s*([dw])\s*$", re.IGNORECASE)
+
+
+def parse_since(text: str | dt.date, *, today: dt.date | None = None) -> dt.date:
+    """Parse ``90d``, ``12w`` (days/weeks before ``today``) or a date ``YYYY-MM-DD``.
+
+    Parameters
+    ----------
+    text
+        What the user typed (or already a date; a datetime stands for its day).
+    today
+        The reference day of relative forms (default: today, UTC).
+
+    Returns
+    -------
+    datetime.date
+        The first day to include.
+
+    Raises
+    ------
+    UsageError
+        On anything else.
+
+    Examples
+    --------
+    >>> parse_since("2w", today=dt.date(2025, 3, 15))
+    datetime.date(2025, 3, 1)
+    """
+    if isinstance(text, dt.datetime):
+        return text.date()  # its day: the partitions and the SQL compare days
+    if isinstance(text, dt.date):
+        return text
+    m = _SINCE_RE.match(text)
+    if m:
+        ref = today or dt.datetime.now(dt.UTC).date()
+        days = int(m.group(1)) * (7 if m.group(2).lower() == "w" else 1)
+        return ref - dt.timedelta(days=days)
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise UsageError(
+            f"invalid --since {text!r}: expected a number of days or weeks (90d, 12w) "
+            "or a date YYYY-MM-DD"
+        ) from exc

@@ -1,0 +1,69 @@
+"""Keep a user's query read-only and inside the warehouse (``tracewh sql``).
+
+A DuckDB connection can read and write any file its user can: ``COPY (...) TO`` a
+warehouse data file silently emptied a table, and ``read_text('/etc/passwd')``
+or an SSH key were one query away. A guarded query runs on a connection where
+
+* only read statements are accepted: ``SELECT`` (with ``WITH``, ``SHOW``,
+  ``DESCRIBE``, ``SUMMARIZE``, ``VALUES``, ``FROM``-first), and ``EXPLAIN`` /
+  ``EXPLAIN ANALYZE`` of one (:func:`check_read_only`);
+* file access is limited to the warehouse's tables (``allowed_directories``,
+  then ``enable_external_access = false``), extensions are neither installed nor
+  loaded, and the configuration is locked so the query cannot undo any of it
+  (:func:`confine`). The views are bound to the snapshot's files before, and
+  those files lie in the allowed folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+
+from tracewh.core.errors import QueryError
+
+_READ = {duckdb.StatementType.SELECT}
+_EXPLAIN = duckdb.StatementType.EXPLAIN
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Raise :class:`QueryError` unless every statement of ``query`` only reads."""
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise QueryError(query, str(exc).strip().splitlines()[0]) from exc
+    for st in statements:
+        kind = st.type
+        if kind == _EXPLAIN:
+            inner = _explained(st.query)
+            if inner is not None:
+                check_read_only(con, inner)
+                continue
+        if kind not in _READ:
+            name = str(kind).rsplit(".", 1)[-1]
+            raise QueryError(
+                query,
+                f"{name} statements are not allowed: `tracewh sql` runs read-only queries "
+                "(SELECT, WITH, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) over the warehouse; use "
+                "--out FILE to save a result, or --unrestricted to lift this",
+            )
+
+
+def _explained(text: str) -> str | None:
+    """The statement an ``EXPLAIN [ANALYZE]`` explains."""
+    words = text.lstrip().split(None, 2)
+    if not words or words[0].upper() != "EXPLAIN":
+        return None
+    rest = text.lstrip()[len(words[0]) :].lstrip()
+    if rest[:7].upper() == "ANALYZE":
+        rest = rest[7:]
+    return rest or None
+
+
+def confine(con: duckdb.DuckDBPyConnection, *, allowed: Sequence[str]) -> None:
+    """Limit ``con`` to reading files under the ``allowed`` folders, and lock it."""
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET allowed_directories = ?", [list(allowed)])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")

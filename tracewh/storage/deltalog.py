@@ -1,0 +1,366 @@
+"""A fast reader of a local Delta table's live files, without delta-rs.
+
+Opening a table with delta-rs costs an import (~0.1 s with pyarrow) and a
+log replay per table; a query command reads ~11 tables' logs before its
+first query. This module replays the log itself: the latest checkpoint
+(Parquet, read with DuckDB) plus the JSON commits after it, keeping ``add``
+paths minus ``remove`` paths. It reads only what tracewh's tables hold:
+protocol reader version 1, no deletion vectors, single- or multi-part
+classic checkpoints. Anything else (a reader feature, a gap in the commits,
+a checkpoint that cannot be read, a file renamed while it reads) returns
+``None`` and the caller asks delta-rs instead.
+
+A checkpoint's ``add`` actions are cached as JSON in the user's private cache
+folder (``~/.cache/tracewh/checkpoint-<key>.json``, the key hashing the
+checkpoint's path, size and mtime: a checkpoint is written once), so DuckDB
+reads a checkpoint's Parquet once per machine, not once per command. The cache
+decides which files a query reads, so it is the same trusted folder as the
+prepared catalog's (:mod:`tracewh.core.cache`: 0700, this user's, files 0600 and
+this user's); without one, checkpoints are read every time.
+
+Consistency: the ``_delta_log`` folder is listed once; the snapshot is the
+checkpoint plus every commit up to the highest one listed. A commit written
+after the listing is simply not seen (the previous version), as with any
+Delta reader; commit files are written once and never changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from tracewh import __version__
+from tracewh.core.cache import cache_folder, own_file, write_private
+
+__all__ = [
+    "CHECKPOINT_INTERVAL", "Add", "CommitConflict", "commit", "create_table", "latest_version",
+    "live_adds", "live_files",
+]
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+#: (absolute path, partition values) of one live data file.
+LiveFile = tuple[str, dict[str, str | None]]
+
+
+class _Unsupported(Exception):
+    """The log uses something this reader does not handle: ask delta-rs."""
+
+
+def live_files(table_dir: str | Path, *, cache_dir: Path | None = None) -> list[LiveFile] | None:
+    """The live data files of the local Delta table at ``table_dir``, in delta-rs's order.
+
+    Returns ``None`` when the log holds something this reader does not handle
+    (see the module docstring); raises :class:`FileNotFoundError` when there is
+    no ``_delta_log``. ``cache_dir``: where checkpoints are cached (default:
+    ``~/.cache/tracewh``, used only when private, see :mod:`tracewh.core.cache`).
+    """
+    found = live_adds(table_dir, cache_dir=cache_dir)
+    return None if found is None else [(path, values) for path, values, _ in found]
+
+
+def live_adds(
+    table_dir: str | Path, *, cache_dir: Path | None = None
+) -> list[tuple[str, dict[str, str | None], str | None]] | None:
+    """:func:`live_files` with each file's ``stats`` (the JSON text of its add action, or None)."""
+    root = Path(table_dir)
+    log = root / "_delta_log"
+    names = os.listdir(log)
+    commits: dict[int, str] = {}
+    checkpoints: dict[int, list[tuple[int, int, str]]] = {}
+    for name in names:
+        found = _COMMIT.match(name)
+        if found:
+            commits[int(found.group(1))] = name
+            continue
+        found = _CHECKPOINT.match(name)
+        if found:
+            part, of = (int(found.group(2)), int(found.group(3))) if found.group(2) else (1, 1)
+            checkpoints.setdefault(int(found.group(1)), []).append((part, of, name))
+    try:
+        if not commits and not checkpoints:
+            raise _Unsupported("an empty log")
+        latest = max([*commits, *checkpoints])
+        live: dict[str, tuple[tuple[int, ...], dict[str, str | None], str | None]] = {}
+        start = 0
+        usable = [v for v in checkpoints if v <= latest and _complete(checkpoints[v])]
+        if usable:
+            version = max(usable)
+            parts = sorted(checkpoints[version])
+            for i, (rel, values, stats) in enumerate(_cached_checkpoint(log, parts, cache_dir)):
+                live[rel] = ((1, i), values, stats)
+            start = version + 1
+        for version in range(start, latest + 1):
+            commit = commits.get(version)
+            if commit is None:
+                raise _Unsupported(f"commit {version} is missing")
+            _apply_commit(log / commit, version, live)
+    except (_Unsupported, OSError, ValueError, KeyError, TypeError):
+        return None
+    base = str(root)
+    # delta-rs's order: the newest commit's files first, the checkpoint's last
+    ordered = sorted(live.items(), key=lambda item: item[1][0])
+    return [(os.path.join(base, rel), values, stats) for rel, (_, values, stats) in ordered]
+
+
+def _complete(parts: list[tuple[int, int, str]]) -> bool:
+    """Whether a checkpoint's parts are all there (a multi-part one may be half-written)."""
+    total = parts[0][1]
+    return sorted(p for p, _, _ in parts) == list(range(1, total + 1)) and all(
+        n == total for _, n, _ in parts
+    )
+
+
+def _protocol(action: dict[str, object]) -> None:
+    if int(action.get("minReaderVersion", 1)) > 1 or action.get("readerFeatures"):  # type: ignore[call-overload]
+        raise _Unsupported("a reader feature")
+
+
+def _apply_commit(
+    path: Path, version: int,
+    live: dict[str, tuple[tuple[int, ...], dict[str, str | None], str | None]],
+) -> None:
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "add" in action:
+                add = action["add"]
+                if add.get("deletionVector"):
+                    raise _Unsupported("deletion vectors")
+                live[unquote(add["path"])] = (
+                    (0, -version, i), dict(add.get("partitionValues") or {}), add.get("stats"))
+            elif "remove" in action:
+                live.pop(unquote(action["remove"]["path"]), None)
+            elif "protocol" in action:
+                _protocol(action["protocol"])
+
+
+def _cached_checkpoint(
+    log: Path, parts: list[tuple[int, int, str]], cache_dir: Path | None
+) -> list[tuple[str, dict[str, str | None], str | None]]:
+    """:func:`_read_checkpoint`, through the JSON cache (best effort: a cache error only reads)."""
+    files = [log / name for _, _, name in parts]
+    key = hashlib.sha256(b"v2")  # v2: each add's stats cached too
+    for f in files:
+        st = f.stat()
+        key.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    base = cache_folder(cache_dir)
+    if base is None:  # no private folder: no cache
+        return _read_checkpoint(log, parts)
+    cached = base / f"checkpoint-{key.hexdigest()[:24]}.json"
+    if own_file(cached):
+        try:
+            with open(cached, encoding="utf-8") as fh:
+                return [(str(rel), dict(values), stats) for rel, values, stats in json.load(fh)]
+        except (OSError, ValueError, TypeError):
+            pass
+    adds = _read_checkpoint(log, parts)
+    with contextlib.suppress(OSError):
+        write_private(cached, json.dumps(adds).encode())
+    return adds
+
+
+def _read_checkpoint(
+    log: Path, parts: list[tuple[int, int, str]]
+) -> list[tuple[str, dict[str, str | None], str | None]]:
+    """The ``add`` actions of a (multi-part) checkpoint, in file order; the protocol checked."""
+    import duckdb  # the query path has it loaded already
+
+    files = [str(log / name) for _, _, name in parts]
+    try:
+        return _checkpoint_adds(duckdb.connect(), files)
+    except _Unsupported:
+        raise
+    except Exception as exc:  # duckdb.Error and friends: a checkpoint we cannot read
+        raise _Unsupported(f"checkpoint: {exc}") from exc
+
+
+def _checkpoint_adds(
+    con: Any, files: list[str]
+) -> list[tuple[str, dict[str, str | None], str | None]]:
+    try:
+        rel = con.read_parquet(files)
+        types = {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True)}
+        if "protocol" in types:
+            for (proto,) in con.execute(
+                "SELECT protocol FROM read_parquet(?) WHERE protocol IS NOT NULL", [files]
+            ).fetchall():
+                _protocol(proto)
+        add_type = types.get("add")
+        if add_type is None:
+            return []
+        if "deletionVector" in add_type and con.execute(
+            "SELECT count(*) FROM read_parquet(?) WHERE add.deletionVector IS NOT NULL", [files]
+        ).fetchall()[0][0]:
+            raise _Unsupported("deletion vectors")
+        values = "map_entries(add.partitionValues)" if "partitionValues" in add_type else "NULL"
+        stats = "add.stats" if "stats VARCHAR" in add_type else "NULL"
+        rows = con.execute(
+            f"SELECT add.path, {values}, {stats} FROM read_parquet(?) "
+            "WHERE add IS NOT NULL AND add.path IS NOT NULL",
+            [files],
+        ).fetchall()
+    finally:
+        con.close()
+    return [
+        (unquote(path), {e["key"]: e["value"] for e in entries or []}, stats)
+        for path, entries, stats in rows
+    ]
+
+
+
+# --------------------------------------------------------------------------- writing
+#: The ``delta.checkpointInterval`` tracewh creates its tables with (:meth:`Store.create`):
+#: a commit whose version is a multiple of it is followed by a checkpoint (delta-rs's).
+CHECKPOINT_INTERVAL = 10
+#: A commit that keeps losing the race for its version number gives up after this many.
+_COMMIT_ATTEMPTS = 1000
+
+
+class CommitConflict(Exception):
+    """The commit could not get a version number (another writer kept winning)."""
+
+
+@dataclass(frozen=True)
+class Add:
+    """A data file to add to a table: its Delta ``add`` action.
+
+    ``path`` is relative to the table root and not percent-encoded (tracewh's file
+    names and ``day=YYYY-MM-DD`` folders need none); ``stats`` is the JSON text of the
+    file's statistics (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``).
+    """
+
+    path: str
+    size: int
+    partition_values: dict[str, str | None]
+    modification_time: int
+    stats: str | None = None
+    data_change: bool = True
+
+    def action(self) -> dict[str, Any]:
+        return {"add": {
+            "path": quote(self.path, safe="/=-_.~"),
+            "partitionValues": self.partition_values,
+            "size": self.size,
+            "modificationTime": self.modification_time,
+            "dataChange": self.data_change,
+            "stats": self.stats,
+            "tags": None,
+        }}
+
+
+def latest_version(table_dir: str | Path) -> int:
+    """The highest version in a table's log (commits and checkpoints); -1 when empty."""
+    best = -1
+    for name in os.listdir(Path(table_dir) / "_delta_log"):
+        found = _COMMIT.match(name) or _CHECKPOINT.match(name)
+        if found:
+            best = max(best, int(found.group(1)))
+    return best
+
+
+def _put_if_absent(log: Path, version: int, data: bytes) -> bool:
+    """Write ``data`` as commit ``version`` unless it exists; whether it was written.
+
+    The bytes go to a private temporary file of the log folder first (readers only
+    take ``NNN.json`` names), which is then hard-linked to its final name: ``link``
+    fails when the name exists, so of two writers of one version exactly one wins,
+    and a reader sees either no commit file or a complete one. (delta-rs commits
+    a local table the same way: a temporary file renamed without replacing.)
+    """
+    tmp = log / f"_commit_{uuid.uuid4().hex}.json.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, log / f"{version:020d}.json")
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def commit(
+    table_dir: str | Path,
+    actions: Sequence[dict[str, Any]],
+    *,
+    operation: str = "WRITE",
+    parameters: dict[str, Any] | None = None,
+) -> int:
+    """Append ``actions`` (``add`` actions) to a local table's log as one commit; its version.
+
+    The commit takes the next free version (a version another writer took first is
+    skipped: appends of new files never conflict with other commits, as for delta-rs
+    blind appends). Raises :class:`CommitConflict` after :data:`_COMMIT_ATTEMPTS` lost
+    races, :class:`OSError` on I/O errors (nothing is committed then).
+    """
+    log = Path(table_dir) / "_delta_log"
+    info = {"commitInfo": {
+        "timestamp": int(time.time() * 1000),
+        "operation": operation,
+        "operationParameters": parameters if parameters is not None else {"mode": "Append"},
+        "clientVersion": f"tracewh-{__version__}",
+        "isBlindAppend": True,
+    }}
+    data = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in [info, *actions]).encode()
+    version = latest_version(table_dir) + 1
+    for _ in range(_COMMIT_ATTEMPTS):
+        if _put_if_absent(log, version, data):
+            return version
+        version = max(version + 1, latest_version(table_dir) + 1)
+    raise CommitConflict(f"{table_dir}: no free version after {_COMMIT_ATTEMPTS} attempts")
+
+
+def create_table(
+    table_dir: str | Path,
+    *,
+    name: str,
+    description: str,
+    schema_string: str,
+    partition_columns: Sequence[str],
+    configuration: dict[str, str],
+) -> bool:
+    """Create an empty local Delta table (version 0: protocol 1/2 and its metaData).
+
+    Whether this call created it: False when version 0 exists already (another
+    process created it first; the table is then left as it is).
+    """
+    log = Path(table_dir) / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    now = int(time.time() * 1000)
+    meta = {
+        "id": str(uuid.uuid4()), "name": name, "description": description,
+        "format": {"provider": "parquet", "options": {}}, "schemaString": schema_string,
+        "partitionColumns": list(partition_columns), "createdTime": now,
+        "configuration": dict(configuration),
+    }
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
+    info = {"commitInfo": {
+        "timestamp": now, "operation": "CREATE TABLE",
+        "operationParameters": {"mode": "ErrorIfExists", "protocol": json.dumps(protocol),
+                                "metadata": json.dumps(meta)},
+        "clientVersion": f"tracewh-{__version__}",
+    }}
+    lines = [info, {"protocol": protocol}, {"metaData": meta}]
+    data = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in lines).encode()
+    return _put_if_absent(log, 0, data)
