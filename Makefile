@@ -20,7 +20,7 @@ CAPTURE_STAMP := $(VENV)/.capture-installed
 # module's fixtures are built once. TEST_JOBS=0 runs the suite in this process, serially.
 TEST_JOBS ?= auto
 
-.PHONY: help venv capture-deps hta-venv demo test test-all bench lint docs docs-ref docs-serve device-check nightly report report-kernels report-history clean
+.PHONY: help venv capture-deps hta-venv demo test test-all bench lint docs docs-ref docs-serve docs-check device-check nightly report report-kernels report-history clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -99,6 +99,9 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-linter contracts
 docs: $(STAMP) ## build the documentation site into site/ (mkdocs build --strict: no warnings)
 	$(BIN)/python docs/gen_ref.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-check: $(STAMP) ## build the site and check it in headless Chromium: links, anchors, code blocks, images, search
+	$(BIN)/python -m pytest -q -m slow -p no:randomly tests/test_docs_site.py
 
 docs-ref: $(STAMP) ## regenerate the CLI and SQL reference pages (docs/reference/) from the code
 	$(BIN)/python docs/gen_ref.py

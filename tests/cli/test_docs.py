@@ -7,6 +7,7 @@ command's help with the same metavar, and every option of the command is in its 
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -33,9 +34,9 @@ def _page_options(name: str) -> dict[str, str | None]:
     for row in re.findall(r"^\| (`-.*)$", _section(name), re.M):
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)]
         names = re.findall(r"`(--?[a-zA-Z0-9-]+)`", cells[0])
-        meta = re.match(r"`([^`]+)`", cells[1].replace("\\|", "|")) if len(cells) > 1 else None
+        meta = re.match(r"`([^`]+)`|<code>(.*?)</code>", cells[1]) if len(cells) > 1 else None
         for n in names:
-            opts[n] = meta.group(1) if meta else None
+            opts[n] = html.unescape(meta.group(1) or meta.group(2)) if meta else None
     return opts
 
 
