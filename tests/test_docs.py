@@ -99,3 +99,15 @@ def test_every_relative_link_between_pages_lands_on_a_page() -> None:
                 continue
             path = (page.parent / target.split("#", 1)[0]).resolve()
             assert path.is_file(), f"{page.relative_to(ROOT)} links to {target}, which does not exist"
+
+
+def test_files_the_pages_name_exist() -> None:
+    """A page naming `tracewh/...py`, `sql/...sql`, `tests/...py` ... names a file of the checkout."""
+    named = re.compile(r"`((?:tracewh|sql|bench|examples|tests)/[\w./-]+\.(?:py|c|h|sql|sh))`")
+    for page in sorted(DOCS.rglob("*.md")):
+        if page.name == "changelog.md":  # history: may name what was moved or removed
+            continue
+        for rel in named.findall(page.read_text(encoding="utf-8")):
+            if re.search(r"[A-Z]{2}", rel):  # a pattern such as sql/NN_name.sql
+                continue
+            assert (ROOT / rel).is_file(), f"{page.relative_to(ROOT)} names {rel}, which does not exist"
