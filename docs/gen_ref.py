@@ -215,9 +215,61 @@ def _arrow_type(t: Any) -> str:
     return str(t)
 
 
+def _column_notes() -> dict[str, dict[str, str]]:
+    """Per table, the comment written beside each column's declaration in the schema module.
+
+    The schema declares each column once, ``pa.field("name", type),  # what it holds``; those
+    comments are the columns' descriptions (``*_BASE`` lists spliced in with ``*`` included).
+    """
+    import ast
+    import inspect
+    import sys
+
+    from tracewh.schema import TableSpec
+
+    source = inspect.getsource(sys.modules[TableSpec.__module__])
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    entries: dict[str, list[tuple[str, str] | str]] = {}
+    tables: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "TableSpec":
+            name, var = node.args[0], node.args[1]
+            if isinstance(name, ast.Constant) and isinstance(var, ast.Name):
+                tables[str(name.value)] = var.id
+    for stmt in tree.body:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) else getattr(stmt, "target", None)
+        value = getattr(stmt, "value", None)
+        if not isinstance(target, ast.Name) or value is None:
+            continue
+        found: list[tuple[str, str] | str] = []
+        for node in ast.walk(value):
+            if isinstance(node, ast.Starred) and isinstance(node.value, ast.Name):
+                found.append(node.value.id)
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "field"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                rest = lines[(node.end_lineno or node.lineno) - 1][node.end_col_offset or 0:]
+                match = re.search(r"#\s*(.*\S)", rest)
+                found.append((str(node.args[0].value), match.group(1) if match else ""))
+        entries[target.id] = found
+
+    def notes(var: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in entries.get(var, []):
+            if isinstance(item, str):
+                out.update(notes(item))
+            elif item[1]:
+                out[item[0]] = item[1]
+        return out
+
+    return {table: notes(var) for table, var in tables.items()}
+
+
 def sql_page() -> str:
     """The SQL reference: the tables of the schema, then every view and macro of ``sql/``."""
     from tracewh.schema import ADDED_COLUMNS, TABLES
+
+    column_notes = _column_notes()
 
     lines = [
         "# SQL reference",
@@ -246,12 +298,14 @@ def sql_page() -> str:
     for spec in TABLES.values():
         lines += [f"### `{spec.name}` {{#table-{spec.name}}}", "", f"Grain: {spec.doc}.", ""]
         added = ADDED_COLUMNS.get(spec.name, ())
-        lines += ["| column | type | nullable |", "|---|---|---|"]
+        notes = column_notes.get(spec.name, {})
+        lines += ["| column | type | nullable | description |", "|---|---|---|---|"]
         for field in spec.schema:
-            note = " (added later: NULL for older runs)" if field.name in added else ""
-            lines.append(
-                f"| `{field.name}` | `{_arrow_type(field.type)}` | {'yes' if field.nullable else 'no'}{note} |"
-            )
+            note = _cell(notes.get(field.name, ""))
+            if field.name in added:
+                note = f"{note} (added later: NULL for older runs)".strip()
+            nullable = "yes" if field.nullable else "no"
+            lines.append(f"| `{field.name}` | {_code(_arrow_type(field.type))} | {nullable} | {note} |")
         lines.append("")
     files = _sql_files()
     defs = [(path, _definitions(path.read_text(encoding="utf-8"))) for path in files]

@@ -36,9 +36,9 @@ PARTITION_COLUMN = "day"
 # ---------------------------------------------------------------------------
 
 _RUN_KEY: list[pa.Field] = [
-    pa.field("run_id", pa.string(), nullable=False),
-    pa.field("ingest_id", pa.string(), nullable=False),
-    pa.field("day", pa.date32(), nullable=False),
+    pa.field("run_id", pa.string(), nullable=False),  # first 16 hex digits of the file's sha256
+    pa.field("ingest_id", pa.string(), nullable=False),  # the ingest that wrote the row (visibility)
+    pa.field("day", pa.date32(), nullable=False),  # UTC date of the trace start (partition)
 ]
 
 _EVENT_BASE: list[pa.Field] = [
@@ -46,14 +46,14 @@ _EVENT_BASE: list[pa.Field] = [
     pa.field("event_index", pa.int64(), nullable=False),  # position in traceEvents
     pa.field("cat", pa.string()),
     pa.field("name", pa.string()),
-    pa.field("pid", pa.int64()),  # typed pid (see schema docs for string pids)
+    pa.field("pid", pa.int64()),  # typed pid (string pids: a stable negative hash, pid_label)
     pa.field("tid", pa.int64()),
     pa.field("pid_label", pa.string()),  # raw pid where the trace wrote a string / >int64
     pa.field("tid_label", pa.string()),
     pa.field("ts_ns", pa.int64()),  # absolute, ns since epoch (or since trace clock 0)
-    pa.field("dur_ns", pa.int64()),
-    pa.field("correlation", pa.int64()),
-    pa.field("external_id", pa.int64()),
+    pa.field("dur_ns", pa.int64()),  # duration in ns (exact: from the decimal µs digits)
+    pa.field("correlation", pa.int64()),  # args.correlation: links a GPU op to its launch
+    pa.field("external_id", pa.int64()),  # args["External id"]: links to the CPU operator
     pa.field("stream", pa.int64()),
     pa.field("device", pa.int64()),
     pa.field("args_json", pa.string()),  # args without a typed column, as JSON text
@@ -66,12 +66,12 @@ RUNS = pa.schema(
         pa.field("file_name", pa.string()),
         pa.field("bytes", pa.int64()),  # size of the source file as stored (compressed)
         pa.field("sha256", pa.string()),
-        pa.field("ingested_at", pa.timestamp("us", tz="UTC")),
+        pa.field("ingested_at", pa.timestamp("us", tz="UTC")),  # start of the ingest command
         pa.field("start_ns", pa.int64()),  # earliest event start
         pa.field("end_ns", pa.int64()),  # latest event end
         pa.field("host", pa.string()),
-        pa.field("rank", pa.int32()),
-        pa.field("world_size", pa.int32()),
+        pa.field("rank", pa.int32()),  # distributedInfo.rank (null: single process)
+        pa.field("world_size", pa.int32()),  # distributedInfo.world_size
         pa.field("device_name", pa.string()),  # first GPU/accelerator name
         pa.field("device_names", pa.list_(pa.string())),
         pa.field("device_count", pa.int32()),
@@ -98,7 +98,7 @@ RUNS = pa.schema(
         pa.field("n_counters", pa.int64()),
         pa.field("n_flows", pa.int64()),
         pa.field("n_steps", pa.int64()),
-        pa.field("n_unlinked_gpu_ops", pa.int64()),
+        pa.field("n_unlinked_gpu_ops", pa.int64()),  # GPU ops whose launch call was not found
         pa.field("n_dropped", pa.int64()),  # duration events outside the --steps N window
         pa.field("rows_json", pa.string()),  # {child table: rows written} for `verify`
         pa.field("steps_limit", pa.int32()),  # --steps N used at ingest (null: all)
