@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from tracewh.analysis import roofline as _roof
     from tracewh.history import alerts as _alerts
     from tracewh.history import check as _check
+    from tracewh.analysis import critical_path as _cp
     from tracewh.ingest.batch import Executor, IngestReport
     from tracewh.ingest.maintenance import CompactReport, VerifyReport
     from tracewh.ingest.options import FileResult
@@ -981,6 +982,70 @@ class Warehouse:
         peaks = self.sql("SELECT * FROM link_peaks")
         out = _coll.with_link_peak(matches, info, peaks, link=link, link_peak_gbps=link_peak_gbps)
         return _coll.shape(_coll.by_wait(out), by)
+
+    def critical_path(
+        self,
+        run: RunSelector = "latest",
+        *,
+        step: int | None = None,
+        data_loading: Sequence[str] = (),
+    ) -> _cp.CriticalPath:
+        """The critical path of a run, or of its step ``step`` (``ProfilerStep#N``).
+
+        HTA's event graph and classification (:mod:`tracewh.analysis.critical_path`) over the
+        rows of ``sql/83_critical_path.sql``; the window of a step takes the CPU events that
+        start in it and the GPU ops launched in it. ``data_loading``: regular expressions of
+        CPU events whose time counts as ``data_loading``.
+
+        Examples
+        --------
+        >>> Warehouse("wh").critical_path("latest", step=3).by_bound  # doctest: +SKIP
+        """
+        from tracewh.analysis import critical_path as cp
+
+        ref = self.resolve_run(run)
+        lo = hi = None
+        if step is not None:
+            win = self.call("cp_step_window", ref.run_id, step=step)
+            if win.is_empty():
+                steps = self.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
+                                 {"r": ref.run_id})["step"].to_list()
+                shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
+                raise UsageError(f"run {ref.run_id[:16]} has no step {step} "
+                                 f"(steps: {shown or 'none'})")
+            lo, hi = int(win["lo_ns"][0]), int(win["hi_ns"][0])
+        with self.session():
+            rows = [self.call(f"cp_{k}", ref.run_id, lo_ns=lo, hi_ns=hi) for k in ("cpu", "gpu", "sync")]
+            merge = self.call("cp_thread_merge", ref.run_id, lo_ns=lo, hi_ns=hi)
+        path = cp.critical_path(*rows, data_loading=data_loading,
+                                merge_tids=dict(zip(merge["from_tid"].to_list(),
+                                                    merge["to_tid"].to_list(), strict=True)))
+        path.extra.update(run_id=ref.run_id, rank=ref.rank, step=step, lo_ns=lo, hi_ns=hi)
+        return path
+
+    def critical_path_steps(
+        self, run: RunSelector = "latest", *, data_loading: Sequence[str] = ()
+    ) -> pl.DataFrame:
+        """The critical path of every step of a run: one row per step (``ProfilerStep#N``).
+
+        Columns: ``step``, ``total_ns`` and one ``*_ns`` column per bound of
+        :data:`tracewh.analysis.critical_path.BOUNDS` (``cpu_bound_ns``, ...), summing to it.
+        """
+        import polars as pl
+
+        from tracewh.analysis import critical_path as cp
+
+        ref = self.resolve_run(run)
+        steps = self.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
+                         {"r": ref.run_id})["step"].to_list()
+        rows = []
+        with self.session():
+            for n in steps:
+                path = self.critical_path(ref, step=int(n), data_loading=data_loading)
+                rows.append({"step": int(n), "total_ns": path.total_ns,
+                             **{f"{b}_ns": path.by_bound[b] for b in cp.BOUNDS}})
+        schema = {"step": pl.Int64, "total_ns": pl.Int64, **{f"{b}_ns": pl.Int64 for b in cp.BOUNDS}}
+        return pl.DataFrame(rows, schema=schema)
 
     def rank_runs(self, job: str | None = None, *, run: RunSelector | None = None) -> list[str]:
         """The run ids of a job instance (see :meth:`ranks`), lowest rank first."""

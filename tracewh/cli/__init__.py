@@ -13,6 +13,7 @@ from tracewh.cli import (
     capture_cmd,
     changes_cmds,
     collectives_cmd,
+    critical_path_cmd,
     history_cmds,
     ingest_cmds,
     memory_cmd,
@@ -24,7 +25,7 @@ from tracewh.cli.common import app, apply_metavars
 from tracewh.cli.conventions import finish, version_callback
 
 __all__ = [
-    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "history_cmds",
+    "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "critical_path_cmd", "history_cmds",
     "ingest_cmds", "memory_cmd", "report_cmds", "roofline_cmd", "synth_cmd",
 ]
 
