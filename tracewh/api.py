@@ -60,10 +60,10 @@ from tracewh.storage.store import Store, select_files
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracewh.analysis import critical_path as _cp
     from tracewh.analysis import roofline as _roof
     from tracewh.history import alerts as _alerts
     from tracewh.history import check as _check
-    from tracewh.analysis import critical_path as _cp
     from tracewh.ingest.batch import Executor, IngestReport
     from tracewh.ingest.maintenance import CompactReport, VerifyReport
     from tracewh.ingest.options import FileResult

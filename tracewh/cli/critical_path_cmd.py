@@ -47,7 +47,7 @@ def critical_path(
         check_format(fmt)
         check_top(top)
         if by not in ("bound", "step", "edge"):
-            from tracewh.errors import UsageError
+            from tracewh.core.errors import UsageError
 
             raise UsageError(f"--by must be bound, step or edge, not {by!r}")
         wh = Warehouse(warehouse)
@@ -68,7 +68,7 @@ def critical_path(
             }
             text = json.dumps(obj)
             if out is not None:
-                from tracewh.atomic import atomic_file
+                from tracewh.core.atomic import atomic_file
 
                 with atomic_file(out) as tmp:
                     Path(tmp).write_text(text, encoding="utf-8")
