@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracewh.core.errors import UsageError
 from typer.testing import CliRunner
 
 from tracewh.analysis.critical_path import BOUNDS
 from tracewh.api import Warehouse
 from tracewh.cli import app
+from tracewh.core.errors import UsageError
 
 T0 = 1_700_000_000_000_000  # us
 
