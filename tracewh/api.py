@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from tracewh.ingest.batch import Executor, IngestReport
     from tracewh.ingest.maintenance import CompactReport, VerifyReport
     from tracewh.ingest.options import FileResult
+    from tracewh.query.sqllimits import QueryLimits
 
 __all__ = ["RunRef", "RunSelector", "Warehouse"]
 
@@ -220,6 +221,7 @@ class Warehouse:
             yield self
             return
         con = connect_catalog()
+        stack = contextlib.ExitStack()
         try:
             tables = catalog_tables(con)
             partial = self.store.require(
@@ -233,10 +235,13 @@ class Warehouse:
             # the session's queries only read the warehouse: its connection is confined
             # once (sql()/query() need no connection of their own inside a session)
             from tracewh.query.sqlguard import confine
+            from tracewh.query.sqllimits import private_temp
 
-            confine(con, allowed=self._allowed_dirs())
+            # DuckDB's temporary files: a private folder of the session, removed at its end
+            temp = stack.enter_context(private_temp("tracewh-session-"))
+            confine(con, allowed=self._allowed_dirs(), temp=temp / "0")
             self._pinned = _Pinned(con, tables, live, partial, views={id(con): {}},
-                                   owner=threading.get_ident())
+                                   owner=threading.get_ident(), temp=temp)
             yield self
         finally:
             pinned, self._pinned = self._pinned, None
@@ -244,6 +249,7 @@ class Warehouse:
                 for other in [*pinned.threads.values(), *pinned.aux.values()]:
                     other.close()
             con.close()
+            stack.close()
 
     def connect(
         self, *, days: Collection[date] | None = None, since: date | None = None
@@ -419,7 +425,8 @@ class Warehouse:
         try:
             if self.store.remote:
                 con.register_filesystem(self.store.filesystem())
-            confine(con, allowed=self._allowed_dirs())
+            # each connection spills into a folder of its own inside the session's
+            confine(con, allowed=self._allowed_dirs(), temp=pinned.temp / str(me))
         except BaseException:
             con.close()
             raise
@@ -481,6 +488,7 @@ class Warehouse:
         days: Collection[date] | None = None,
         since: date | None = None,
         unrestricted: bool = False,
+        limits: QueryLimits | None = None,
     ) -> pl.DataFrame:
         """Run a read-only SQL query over the warehouse views; a :class:`polars.DataFrame`.
 
@@ -488,12 +496,13 @@ class Warehouse:
         partitions of that day or later (see :meth:`connect`). The query may only
         read (``SELECT`` and the like, see :mod:`tracewh.query.sqlguard`) and only the
         warehouse's files; ``unrestricted=True`` lifts both (any statement, any file
-        this user can reach: it can damage the warehouse).
+        this user can reach: it can damage the warehouse). ``limits`` bound its time,
+        memory and spill space, and let Ctrl-C stop it (:mod:`tracewh.query.sqllimits`); DuckDB's
+        temporary files go to a private folder removed afterwards either way.
         """
-        with self._conn(days=days, since=since, own=self._own(unrestricted)) as con:
-            if not unrestricted:
-                self._guard(con, query)
-            return fetch_frame(con, query, params)
+        with self._bounded(query, days=days, since=since, unrestricted=unrestricted,
+                           limits=limits) as (con, run):
+            return run(lambda: fetch_frame(con, query, params))
 
     def query(
         self,
@@ -503,31 +512,56 @@ class Warehouse:
         days: Collection[date] | None = None,
         since: date | None = None,
         unrestricted: bool = False,
+        limits: QueryLimits | None = None,
     ) -> Rows:
         """Like :meth:`sql`, but the result as plain :class:`Rows` (no Polars is imported).
 
         For callers that print or iterate over a result: a command's start stays
         that of Python and DuckDB.
         """
-        with self._conn(days=days, since=since, own=self._own(unrestricted)) as con:
+        with self._bounded(query, days=days, since=since, unrestricted=unrestricted,
+                           limits=limits) as (con, run):
+            return run(lambda: fetch_rows(con, query, params))
+
+    @contextlib.contextmanager
+    def _bounded(
+        self, query: str, *, days: Collection[date] | None, since: date | None,
+        unrestricted: bool, limits: QueryLimits | None,
+    ) -> Iterator[tuple[duckdb.DuckDBPyConnection, Callable[[Callable[[], _T]], _T]]]:
+        """The connection a user's query runs on (guarded, its spill folder private) and
+        how to run it (bounded by ``limits``); the folder is removed after the connection."""
+        from tracewh.query.sqllimits import apply_limits, private_temp, run_limited
+
+        with private_temp() as temp, \
+                self._conn(days=days, since=since, own=self._own(unrestricted)) as con:
+            session = self._pinned is not None and self._pinned.holds(con)
             if not unrestricted:
-                self._guard(con, query)
-            return fetch_rows(con, query, params)
+                self._guard(con, query, temp=temp, limits=limits)
+            elif not session:
+                apply_limits(con, limits, temp)
+
+            def run(fetch: Callable[[], _T]) -> _T:
+                return fetch() if limits is None else run_limited(con, query, fetch, limits)
+
+            yield con, run
 
     def _own(self, unrestricted: bool) -> bool:
         """Whether a query needs a connection of its own: an unrestricted one in a session
         (the session's connection is confined)."""
         return unrestricted and self._pinned is not None
 
-    def _guard(self, con: duckdb.DuckDBPyConnection, query: str) -> None:
+    def _guard(
+        self, con: duckdb.DuckDBPyConnection, query: str, *, temp: Path,
+        limits: QueryLimits | None = None,
+    ) -> None:
         """Refuse ``query`` unless it only reads; confine ``con`` to the warehouse's tables
-        (after the views are bound to the snapshot; the setting is locked) unless it is the
-        session's, confined already."""
+        (after the views are bound to the snapshot; the setting is locked), its spill folder
+        ``temp`` and its ``limits``, unless it is the session's, confined already."""
         from tracewh.query.sqlguard import check_read_only, confine
 
         check_read_only(con, query)
         if self._pinned is None or not self._pinned.holds(con):
-            confine(con, allowed=self._allowed_dirs())
+            confine(con, allowed=self._allowed_dirs(), temp=temp, limits=limits)
 
     def _allowed_dirs(self) -> list[str]:
         """The folders a confined query may read: the tables (and their object-store URL)."""
@@ -1327,6 +1361,7 @@ class _Pinned:
     threads: dict[int, duckdb.DuckDBPyConnection] = _field(default_factory=dict)
     aux: dict[int, duckdb.DuckDBPyConnection] = _field(default_factory=dict)
     lock: threading.Lock = _field(default_factory=threading.Lock)
+    temp: Path = Path()  # the session's private folder of DuckDB temporary files
 
     def holds(self, con: duckdb.DuckDBPyConnection) -> bool:
         """Whether ``con`` is one of the session's confined connections."""

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from tracewh.api import Warehouse
 from tracewh.cli import app
+from tracewh.core.outdir import write_marker
 from tracewh.report import ReportResult, build_report
 from tracewh.report.flame import gpu_stacks, write_flame
 from tracewh.report.site import BUNDLE, build_site
@@ -39,10 +40,11 @@ def alexnet_id(small_wh: Warehouse) -> str:
 
 @pytest.fixture(scope="module")
 def built(small_wh: Warehouse, alexnet_id: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ReportResult]:
-    """One report, written over an existing folder holding a stale file."""
+    """One report, written over an earlier report of tracewh holding a stale file."""
     out = tmp_path_factory.mktemp("built") / "rep"
     out.mkdir()
     (out / "stale.txt").write_text("old")
+    write_marker(out, kind="report")  # tracewh wrote it: it may be replaced
     return out, build_report(small_wh, out, run=alexnet_id)
 
 

@@ -27,6 +27,7 @@ from tracewh.capture.options import CaptureOptions
 from tracewh.capture.overhead import Clock, Round, estimate_overhead
 from tracewh.capture.session import SIDECAR, CaptureResult
 from tracewh.core.errors import CaptureError, UsageError
+from tracewh.core.outdir import check_output_dir
 
 RUNNER = Path(__file__).with_name("runner.py")
 Ended = Literal["stopped", "finished", "exited", "raised", "interrupted"]
@@ -189,6 +190,7 @@ def capture_script(
         raise CaptureError(
             f"already holds a {SIDECAR}: capture into a fresh directory", path=out
         )
+    check_output_dir(out, kind="capture")  # a new or empty folder: nothing of the user's is touched
     with tempfile.TemporaryDirectory(prefix="tracewh-capture-") as tmp:
         status_path = Path(tmp) / "status.json"
         config = {

@@ -30,6 +30,7 @@ from tracewh.cli.output import show
 from tracewh.core.errors import UsageError
 from tracewh.query import macros
 from tracewh.query.runsel import RunRef
+from tracewh.query.sqllimits import DEFAULT_MEMORY, DEFAULT_SPILL, DEFAULT_TIME_S
 
 if TYPE_CHECKING:  # a terminal table needs no Polars: only CSV/JSON output and --out load it
     import polars as pl
@@ -92,6 +93,9 @@ def sql_cmd(
         help="Lift the confinement: any statement (COPY, ATTACH, CREATE...) and any file this "
         "user can read or write. Without it a query may only read, and only the warehouse.",
     ),
+    time_limit: float = typer.Option(DEFAULT_TIME_S, "--time-limit", metavar="SECONDS", help="Stop the query after this many seconds (0: no limit). Ctrl-C stops it at any time."),
+    memory_limit: str = typer.Option(DEFAULT_MEMORY, "--memory-limit", metavar="SIZE", help="DuckDB memory limit of the query, e.g. 2GB, 500MB (none: DuckDB's default, 80% of RAM)."),
+    spill_limit: str = typer.Option(DEFAULT_SPILL, "--spill-limit", metavar="SIZE", help="Most the query may spill to its private temporary folder (removed afterwards), e.g. 4GB."),
 ) -> None:
     """Run a read-only SQL query over the warehouse tables and views.
 
@@ -101,13 +105,26 @@ def sql_cmd(
     Per-run macros take a run_id; resolve a selector with run('…'):
     SELECT * FROM stream_gaps(run('959efc7b')).
 
+    Every query runs with a time limit, a memory limit and a cap on what it may spill to
+    disk (defaults 300 s, 2GB, 4GB); Ctrl-C stops it within a second.
+
     Example: tracewh sql "SELECT name, count(*) FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC LIMIT 5"
     """
+    from tracewh.query.sqllimits import QueryLimits
+
     with handle_errors():
         check_format(fmt)
+        if time_limit < 0:
+            raise UsageError(f"--time-limit must be >= 0 seconds (0: no limit), not {time_limit:g}")
+        limits = QueryLimits(
+            time_s=time_limit or None,
+            memory=None if memory_limit.strip().lower() in ("", "none") else memory_limit,
+            spill=None if spill_limit.strip().lower() in ("", "none") else spill_limit,
+        )
         wh = Warehouse(warehouse)
-        df = (wh.query(query, unrestricted=unrestricted) if fmt == "table" and out is None
-              else wh.sql(query, unrestricted=unrestricted))
+        df = (wh.query(query, unrestricted=unrestricted, limits=limits)
+              if fmt == "table" and out is None
+              else wh.sql(query, unrestricted=unrestricted, limits=limits))
         show(df, fmt, title="sql", top=top, out=out, empty=_sql_hint(query) if _empty(df) else None)
 
 

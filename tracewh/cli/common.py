@@ -29,17 +29,20 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import signal
 import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import typer
 from typer.core import TyperArgument, TyperGroup
 from typer.models import ArgumentInfo, OptionInfo
 
 from tracewh.core.errors import TracewhError, UsageError
+from tracewh.core.stopping import stop_on_signals
 from tracewh.core.textsafe import escape_control
 
 
@@ -241,11 +244,45 @@ def apply_metavars(target: typer.Typer) -> None:
             apply_metavars(group.typer_instance)
 
 
+def os_error_line(exc: OSError) -> str:
+    """One line for an I/O error: the path(s) it is about and the system's reason."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason
+
+
 @contextlib.contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn a :class:`TracewhError` into one line on stderr and its exit code."""
+    """Turn any error into one line on stderr and an exit code, never a traceback.
+
+    A :class:`TracewhError` exits with its own code; an I/O error (``OSError``: disk full,
+    permission denied, read-only file system ...) and running out of memory exit 1; any
+    other exception is an internal error: one line naming its type, exit 1. Ctrl-C
+    (``KeyboardInterrupt``), or SIGTERM/SIGHUP where the command turned them into
+    :class:`~tracewh.core.stopping.Stopped` (every command runs under
+    :func:`~tracewh.core.stopping.stop_on_signals`), prints one line and exits 128 + the signal's
+    number (130 for Ctrl-C), as shells expect.
+    """
     try:
-        yield
+        with stop_on_signals():  # SIGTERM/SIGHUP unwind like Ctrl-C: cleanup runs, workers stop
+            yield
+    except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+        raise
     except TracewhError as exc:
         typer.echo(f"error: {escape_control(str(exc))}", err=True)
         raise typer.Exit(exc.exit_code) from exc
+    except OSError as exc:
+        typer.echo(f"error: {escape_control(os_error_line(exc))}", err=True)
+        raise typer.Exit(1) from exc
+    except MemoryError as exc:
+        typer.echo("error: out of memory", err=True)
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP under stop_on_signals
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        name = signal.Signals(signum).name
+        typer.echo(f"error: stopped by {name}: nothing more was done", err=True)
+        raise typer.Exit(128 + signum) from exc
+    except Exception as exc:  # the last line of defence: one line, no traceback
+        text = escape_control(" ".join(str(exc).split()))[:500]
+        typer.echo(f"error: internal error ({type(exc).__name__}): {text}", err=True)
+        raise typer.Exit(1) from exc

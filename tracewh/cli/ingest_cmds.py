@@ -158,6 +158,7 @@ def ingest(
                 progress.advance(files_task, 1)
                 progress.update(task, description=f"{Path(result.path).name} {result.outcome}")
 
+            # a signal (handle_errors: SIGTERM/SIGHUP too) kills the workers: nothing committed after
             report = wh.ingest(
                 paths, labels=labels, jobs=n_jobs, steps=steps, step_marker=step_marker,
                 skip_python=skip_python,

@@ -10,11 +10,12 @@ temporary and leaves the previous output as it was.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -47,7 +48,14 @@ def atomic_file(path: Path) -> Iterator[Path]:
         Where to write; it becomes ``path`` when the block exits without error, with the
         permissions a plain ``open()`` gives a new file (0666 less the umask, usually 0644;
         the temporary file itself is private, 0600, until then).
+
+    Raises
+    ------
+    IsADirectoryError
+        ``path`` is an existing folder (a file never replaces a folder).
     """
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file: nothing was written", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -61,7 +69,7 @@ def atomic_file(path: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: Path) -> Iterator[Path]:
+def atomic_dir(path: Path, *, before_swap: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``path``; swap it in for ``path`` on success.
 
     The old folder (if any) is renamed aside, the new one renamed into place,
@@ -71,6 +79,9 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     ----------
     path
         The output folder.
+    before_swap
+        Called with the filled temporary folder just before the swap; what it raises
+        cancels the swap (the temporary folder is removed, ``path`` left as it was).
 
     Yields
     ------
@@ -83,6 +94,8 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     tmp.chmod(0o777 & ~current_umask())
     try:
         yield tmp
+        if before_swap is not None:
+            before_swap(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

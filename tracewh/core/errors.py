@@ -177,3 +177,22 @@ class UsageError(TracewhError):
 
     exit_code = 2
 
+
+
+class OutputFolderError(TracewhError):
+    """An output path tracewh refuses to write: it would replace something it did not create.
+
+    Parameters
+    ----------
+    path
+        The output folder or file asked for.
+    reason
+        Why it is refused, in words.
+    """
+
+    exit_code = 2
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"output {self.path}: {reason}")

@@ -7,10 +7,9 @@ pool (``--jobs N``) and a Dask cluster implement the same interface.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from tracewh.ingest.files import not_regular
 from tracewh.ingest.group import TinyGroup
 from tracewh.ingest.options import FileResult, IngestOptions
 from tracewh.ingest.pipeline import ingest_file
+from tracewh.ingest.workers import worker_pool
 from tracewh.storage.store import Store
 
 T = TypeVar("T")
@@ -163,8 +163,9 @@ class ProcessExecutor:
     jobs: int
 
     def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx) as pool:
+        # workers die with this process and are killed (not awaited) when it stops early:
+        # a signal or an error never lets them commit afterwards (tracewh.ingest.workers)
+        with worker_pool(self.jobs) as pool:
             futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
             for future in as_completed(futures):
                 yield future.result()
@@ -193,8 +194,12 @@ def _run_task(task: _Task) -> list[FileResult]:
             if batch.due():
                 batch.flush()
             out += batch.take()
+    except (KeyboardInterrupt, SystemExit):  # a signal: commit nothing more, release the locks
+        batch.abandon()
+        raise
     finally:
-        out += batch.close()
+        if not batch.abandoned:
+            out += batch.close()
         if group is not None:
             group.close()
     return out
@@ -281,15 +286,24 @@ def ingest_paths(
     Cleans up leftovers of dead ingests first, then ingests files with
     ``jobs`` processes (an int, or ``"auto"``: see :func:`resolve_jobs`), or
     with the given ``executor``. A bad file never stops the batch: it becomes
-    a failed result.
+    a failed result. With no trace file to ingest (every path given is missing, or
+    holds no trace), nothing is created or written: the warehouse is left as it was
+    (not created when it did not exist) and the report holds the failed paths only.
     """
+    files, missing = discover(paths)  # first: a path that does not exist creates nothing
+    if not files:
+        report = IngestReport()
+        report.results = missing
+        for r in missing:
+            if on_result:
+                on_result(r)
+        return report
     store.create()
     store.check_writable()
     if options.ingested_at is None:
         # one ingested_at per ingest command: its runs count as one ingest for `latest`
         options = replace(options, ingested_at=datetime.now(UTC))
     report = IngestReport(cleanup=cleanup(store))
-    files, missing = discover(paths)
     # an executor of its own (Dask) sets the parallelism: jobs only splits files there
     jobs = resolve_jobs(jobs, files) if executor is None else (
         1 if jobs == "auto" else resolve_jobs(jobs, []))

@@ -73,6 +73,8 @@ class CommitBatch:
     #: called first by every flush (a :class:`~tracewh.ingest.group.TinyGroup` writes the
     #: traces it holds, so their files and rows are in this flush's commits)
     before_flush: Callable[[], None] | None = None
+    #: set by :meth:`abandon`: nothing of this batch is committed any more
+    abandoned: bool = False
 
     @property
     def run_ids(self) -> set[str]:
@@ -163,6 +165,8 @@ class CommitBatch:
         """
         from tracewh.core.errors import TracewhError
 
+        if self.abandoned:
+            return
         hook, self.before_flush = self.before_flush, None
         if hook is not None:
             try:
@@ -210,6 +214,22 @@ class CommitBatch:
         ]
         self._log(files, results)
         self._out += results
+
+    def abandon(self) -> None:
+        """Stop without committing (a signal): remove the files written, release the locks.
+
+        Nothing pending becomes visible; later :meth:`flush` and :meth:`close` calls commit
+        nothing. What cannot be removed now is left to the next ingest's cleanup.
+        """
+        self.abandoned = True
+        adds, self._adds = self._adds, {}
+        self._rows, self._checks, self._files, self._started = {}, {}, [], None
+        try:
+            for table, entries in adds.items():
+                with contextlib.suppress(Exception):
+                    remove_uncommitted(self.store, table, [a.path for _, a in entries])
+        finally:
+            self._release()
 
     def close(self) -> list[FileResult]:
         """:meth:`flush` whatever is pending (the end of a batch of files); every result."""

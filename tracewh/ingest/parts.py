@@ -18,11 +18,9 @@ the plain sequential parse reports them. ``size`` comes from the gzip trailer
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import shutil
 import struct
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from tracewh.core.errors import TraceFormatError
 from tracewh.ingest.files import open_regular
 from tracewh.ingest.reader import _open_decompressed
 from tracewh.ingest.shred import PartResult, StageConnections, stage_part
+from tracewh.ingest.workers import worker_pool
 
 #: Files smaller than this (decompressed) are never split. With the direct scanner one
 #: process stages ~75 MB of JSON per CPU-second (a 90 MB pretty-printed real trace: 1.2 s
@@ -186,8 +185,7 @@ def _stage_parallel(
             dict(path=path, folder=sub, part=k, start_at=bounds[k], stop_at=bounds[k + 1],
                  skip_python=skip_python, memory_limit=memory_limit, native=native)
         )
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=n - 1, mp_context=ctx) as pool:
+    with worker_pool(n - 1) as pool:  # killed, not awaited, when this process stops early
         futures = [pool.submit(_stage_worker, job) for job in jobs[1:]]
         first = _stage_worker(jobs[0])  # this process parses the first part meanwhile
         try:

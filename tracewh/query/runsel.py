@@ -32,6 +32,7 @@ used by :meth:`tracewh.api.Warehouse.resolve_run` and by every per-run table mac
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,16 +192,35 @@ def where_frame(runs: pl.DataFrame, where: Mapping[str, str]) -> pl.DataFrame:
     """The rows of ``runs`` matching every ``KEY=VALUE`` of ``where`` (as :func:`where_clause`)."""
     import polars as pl
 
-    out = runs
+    if not where or runs.is_empty():
+        return runs
+    # labels are decoded here (a few rows per run): Polars' JSONPath rejects quoted keys
+    # (``$."model"``), and a key may hold any character
+    labels = [_labels(raw) for raw in (runs["labels_json"].to_list()
+                                       if "labels_json" in runs.columns else [None] * runs.height)]
+    keep = [True] * runs.height
     for key, value in where.items():
-        label = pl.col("labels_json").str.json_path_match(
-            '$."' + key.replace('"', '\\"') + '"'
-        )
-        cond = label == value
-        if key in RUN_FIELDS and key in runs.columns:
-            cond = (pl.col(key).cast(pl.String) == value) | cond.fill_null(False)
-        out = out.filter(cond.fill_null(False))
-    return out
+        fields = (runs[key].cast(pl.String).to_list() if key in RUN_FIELDS and key in runs.columns
+                  else [None] * runs.height)
+        for i in range(runs.height):
+            keep[i] = keep[i] and (fields[i] == value or _as_text(labels[i].get(key)) == value)
+    return runs.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def _labels(raw: str | None) -> dict[str, Any]:
+    """A run's ``labels_json`` as a dict (empty when absent or not a JSON object)."""
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _as_text(value: Any) -> str | None:
+    """A label value as DuckDB's ``json_extract_string`` gives it (text as is, else its JSON)."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
 
 
 class Source(Protocol):

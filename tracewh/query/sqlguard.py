@@ -17,10 +17,12 @@ or an SSH key were one query away. A guarded query runs on a connection where
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 
 from tracewh.core.errors import QueryError
+from tracewh.query.sqllimits import QueryLimits, apply_limits
 
 _READ = {duckdb.StatementType.SELECT}
 _EXPLAIN = duckdb.StatementType.EXPLAIN
@@ -60,8 +62,18 @@ def _explained(text: str) -> str | None:
     return rest or None
 
 
-def confine(con: duckdb.DuckDBPyConnection, *, allowed: Sequence[str]) -> None:
-    """Limit ``con`` to reading files under the ``allowed`` folders, and lock it."""
+def confine(
+    con: duckdb.DuckDBPyConnection, *, allowed: Sequence[str], temp: Path,
+    limits: QueryLimits | None = None,
+) -> None:
+    """Limit ``con`` to reading files under the ``allowed`` folders, and lock it.
+
+    ``temp``: a private folder for DuckDB's temporary files (DuckDB also lets queries read
+    its temporary folder: its default, ``.tmp`` in the current folder, is never used by a
+    confined connection). ``limits``: its memory and spill limits
+    (:mod:`tracewh.query.sqllimits`), locked with the rest.
+    """
+    apply_limits(con, limits, temp)
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
     con.execute("SET allowed_directories = ?", [list(allowed)])

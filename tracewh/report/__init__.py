@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracewh import __version__
-from tracewh.core.atomic import atomic_dir
+from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.runsel import RunSelector
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
@@ -63,7 +63,9 @@ def build_report(
     wh
         The warehouse.
     out
-        Output folder, replaced atomically (built beside it, then renamed).
+        Output folder: a new or empty folder, or a report tracewh wrote there before (see
+        :mod:`tracewh.core.outdir`; anything else is refused and left as it was), replaced
+        atomically (built beside it, then renamed).
     run
         Run selector of the run reported on.
     compare
@@ -85,6 +87,7 @@ def build_report(
     --------
     >>> build_report(Warehouse("wh"), "reports/latest", compare="5e69")  # doctest: +SKIP
     """
+    check_output_dir(out, kind="report")  # before any work: refuse early, change nothing
     # the charts of each group of sections render (threads, outside the GIL) while the
     # next group's queries run; the two largest queries (the roofline, the history's
     # change points) run beside the run's own (a connection of their own in a session)
@@ -110,7 +113,7 @@ def build_report(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     generated = f"run {data.run_id} · generated {stamp} by tracewh {__version__}"
     folder = Path(out)
-    with atomic_dir(folder) as tmp:
+    with output_dir(folder, kind="report") as tmp:
         written = write_report(tmp, title=title, facts=[summary_table(data)],
                                sections=sections, generated=generated, rendered=rendered)
     files = [folder.absolute() / p.relative_to(tmp) for p in written]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracewh.core.atomic import atomic_dir
+from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.report import charts, render
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
@@ -68,7 +68,8 @@ def build_site(
     wh
         The warehouse.
     out
-        Output folder, replaced atomically.
+        Output folder: a new or empty folder, or a site tracewh wrote there before (see
+        :mod:`tracewh.core.outdir`; anything else is refused and left as it was), replaced atomically.
     runs
         Run selectors; ``None`` for the newest ``limit`` runs.
     limit
@@ -82,6 +83,7 @@ def build_site(
     -------
     SiteResult
     """
+    check_output_dir(out, kind="site")  # before any work: refuse early, change nothing
     with one_snapshot(wh):  # the pages are built in threads: one session for all of them
         return _build_site(wh, out, runs=runs, limit=limit, since=since, threshold_ns=threshold_ns)
 
@@ -97,7 +99,7 @@ def _build_site(
     folder = Path(out)
     n_charts = 0
     rows: list[dict[str, Any]] = []
-    with atomic_dir(folder) as tmp, ThreadPoolExecutor(PAGE_WORKERS, thread_name_prefix="tracewh-page") as pool:
+    with output_dir(folder, kind="site") as tmp, ThreadPoolExecutor(PAGE_WORKERS, thread_name_prefix="tracewh-page") as pool:
         # the history's queries and the run pages', side by side (DuckDB runs outside the
         # GIL; in a session each thread queries on a connection of its own)
         hist = pool.submit(collect_history, wh, since=since, run=run_ids[0] if run_ids else None)

@@ -1,0 +1,74 @@
+"""Worker processes that never outlive the ingest that started them, and stop on a signal.
+
+A plain ``with ProcessPoolExecutor(...)`` waits, on the way out, for the tasks already
+running: an ingest stopped by SIGTERM or Ctrl-C let its workers go on parsing and committing
+runs after the signal (issue 33, class 8). :func:`worker_pool` instead
+
+- starts each worker with ``PR_SET_PDEATHSIG = SIGKILL`` (Linux): a worker dies with the
+  process that started it, however that one ends (kill -9 included), and with it the
+  workers it started in turn;
+- has workers ignore SIGINT: Ctrl-C in a terminal reaches the whole process group, and the
+  parent alone decides (a worker interrupted by it would print a traceback);
+- on any exception leaving the ``with`` block (``KeyboardInterrupt``, :class:`Stopped`, an
+  error), kills every worker with SIGKILL and reaps it before re-raising: whatever a worker
+  had not committed is never committed. A kill is safe at any instant: commits are atomic,
+  and what a killed ingest left behind is removed by the next one (``tracewh.ingest.cleanup``).
+
+:func:`tracewh.core.stopping.stop_on_signals` (every command runs under it) turns SIGTERM and
+SIGHUP into :class:`~tracewh.core.stopping.Stopped` in the main thread (SIGINT already raises
+``KeyboardInterrupt``), so the command unwinds through the same path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: SIGKILL when the parent goes; Ctrl-C is the parent's to handle."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGKILL every live worker of ``pool`` and reap it; cancel what was not started."""
+    procs: dict[int, Any] = dict(getattr(pool, "_processes", None) or {})
+    for proc in procs.values():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            proc.kill()
+    for proc in procs.values():
+        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+            proc.join(5)
+    with contextlib.suppress(Exception):
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A pool of ``workers`` spawned processes, killed (not awaited) when the block fails.
+
+    Leaving the block normally waits for the pool, as ``with ProcessPoolExecutor`` does;
+    leaving it by any exception (a signal included) kills the workers first.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_die_with_parent,
+                               initargs=(os.getpid(),))
+    try:
+        yield pool
+    except BaseException:
+        kill_workers(pool)
+        raise
+    pool.shutdown(wait=True)
