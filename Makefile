@@ -20,7 +20,7 @@ CAPTURE_STAMP := $(VENV)/.capture-installed
 # module's fixtures are built once. TEST_JOBS=0 runs the suite in this process, serially.
 TEST_JOBS ?= auto
 
-.PHONY: help venv capture-deps hta-venv demo test test-all bench lint docs docs-ref docs-serve docs-check device-check nightly report report-kernels report-history clean
+.PHONY: help venv capture-deps hta-venv demo test test-all bench lint docs docs-ref docs-serve docs-check package sample device-check nightly report report-kernels report-history clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
@@ -108,6 +108,22 @@ docs-ref: $(STAMP) ## regenerate the CLI and SQL reference pages (docs/reference
 
 docs-serve: $(STAMP) ## serve the documentation site on http://127.0.0.1:8000 with live reload
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+# The package as users get it: build the wheel and the sdist (python -m build), check their
+# metadata (twine check --strict) and contents, install each into a fresh venv outside the
+# checkout and run ingest (data/sample), kernels --format json (same rows as the checkout),
+# every table command, report and --version there (.ci/package_check.py; CI runs it).
+PACKAGE_DIR ?= build/package
+package: $(STAMP) ## build wheel + sdist into $(PACKAGE_DIR), check them, install each outside the checkout and smoke-test it
+	$(BIN)/python .ci/package_check.py --dist $(PACKAGE_DIR)
+
+# The bundled sample (committed; `tracewh synth` writes the same bytes for the same options):
+# 4 nights x 2 ranks, flash-attention 30% slower on the last night.
+SAMPLE_DIR := data/sample
+SAMPLE_SYNTH := --runs 4 --ranks 2 --start 2025-01-01 --steps 2 --layers 2 --seed 11 --regress 'flash_fwd:+30%@2025-01-04'
+sample: $(STAMP) ## regenerate the bundled sample traces in data/sample (tracewh synth)
+	rm -rf $(SAMPLE_DIR)
+	$(TW) synth $(SAMPLE_DIR) $(SAMPLE_SYNTH)
 
 clean: ## remove generated data, warehouse and reports (keeps .venv)
 	rm -rf $(WAREHOUSE) $(DEMO_DIR) $(REPORT_DIR) site

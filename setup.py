@@ -1,29 +1,50 @@
-"""Build the optional C extension ``tracewh.ingest._fastshred`` (metadata: pyproject.toml).
+"""The package layout and the optional C extension (metadata: pyproject.toml).
 
-Without a C compiler the build goes on without it, and ingest uses its pure-Python
-path (same rows, slower): see ``tracewh/ingest/_fastshred.c``.
+* ``sql/`` (top level in the repository) ships as the package ``tracewh.sql``: in the wheel
+  it is ``tracewh/sql/``, the sdist keeps it at the top, an editable install maps the
+  package to the checkout's folder. Code finds it with ``importlib.resources``.
+* ``tracewh.ingest._fastshred`` is built from C when a compiler is there. Without one the
+  build says so in one line and goes on, and ingest uses its pure-Python path (same rows,
+  slower): see ``tracewh/ingest/_fastshred.c``.
 """
 
 from __future__ import annotations
 
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
+
+NOTICE = ("tracewh: the C staging extension {name} was not built ({reason}); "
+          "ingest will use the pure-Python path (same rows, slower)")
 
 
 class OptionalBuildExt(build_ext):
-    """``build_ext`` that warns instead of failing when the extension cannot be compiled."""
+    """``build_ext`` that says so in one line instead of failing when the extension cannot be compiled."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler at all (distutils' CCompilerError / PlatformError)
+            for ext in self.extensions:
+                self._notice(ext, exc)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:  # no compiler, no headers: the pure-Python path is used
-            print(f"warning: {ext.name} not built ({exc}); ingest will use pure Python",
-                  file=sys.stderr)
+            self._notice(ext, exc)
+
+    @staticmethod
+    def _notice(ext: Extension, exc: BaseException) -> None:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = reason if len(reason) <= 120 else reason[:119] + "…"
+        print(NOTICE.format(name=ext.name, reason=reason), file=sys.stderr)
 
 
 setup(
+    packages=[*find_packages(include=["tracewh", "tracewh.*"]), "tracewh.sql", "tracewh.sql.ingest"],
+    package_dir={"tracewh.sql": "sql", "tracewh.sql.ingest": "sql/ingest"},
     ext_modules=[
         Extension(
             "tracewh.ingest._fastshred",

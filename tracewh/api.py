@@ -500,6 +500,9 @@ class Warehouse:
         memory and spill space, and let Ctrl-C stop it (:mod:`tracewh.query.sqllimits`); DuckDB's
         temporary files go to a private folder removed afterwards either way.
         """
+        from tracewh.query.sqlguard import user_query
+
+        query = user_query(query)  # SHOW TABLES: each name once (sql/99_catalog.sql)
         with self._bounded(query, days=days, since=since, unrestricted=unrestricted,
                            limits=limits) as (con, run):
             return run(lambda: fetch_frame(con, query, params))
@@ -519,6 +522,9 @@ class Warehouse:
         For callers that print or iterate over a result: a command's start stays
         that of Python and DuckDB.
         """
+        from tracewh.query.sqlguard import user_query
+
+        query = user_query(query)  # SHOW TABLES: each name once (sql/99_catalog.sql)
         with self._bounded(query, days=days, since=since, unrestricted=unrestricted,
                            limits=limits) as (con, run):
             return run(lambda: fetch_rows(con, query, params))

@@ -20,7 +20,7 @@ from tracewh.cli.common import (
     warehouse_option,
     where_option,
 )
-from tracewh.cli.output import show
+from tracewh.cli.output import note, show
 from tracewh.core.errors import UsageError
 from tracewh.core.textsafe import escape_control
 
@@ -98,6 +98,11 @@ def _summary(report: IngestReport, console: Console) -> None:
         line("  ", ("FAILED", "red"), f"    {r.error}")
 
 
+#: Said once per `tracewh ingest` where the C staging extension was not built.
+NO_NATIVE_NOTE = ("the C staging extension (tracewh.ingest._fastshred) is not built, no C "
+                  "compiler at install: ingest uses the pure-Python path (same rows, slower)")
+
+
 @app.command()
 def ingest(
     paths: list[Path] = typer.Argument(..., metavar="PATH", help="Trace files or directories (recursive *.json, *.json.gz)."),
@@ -127,10 +132,13 @@ def ingest(
     from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tracewh.ingest.batch import build_executor, discover
+    from tracewh.ingest.fast import native
 
     with handle_errors():
         if fmt not in ("text", "json"):
             raise UsageError(f"--format must be text or json, not {fmt!r}")
+        if native() is None:
+            note(NO_NATIVE_NOTE)
         if dask is not None and jobs not in (None, "1"):
             raise UsageError("--dask and --jobs exclude each other (Dask sets the parallelism)")
         n_jobs = _parse_jobs(jobs)

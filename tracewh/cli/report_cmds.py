@@ -21,10 +21,12 @@ from tracewh.cli.common import (
 )
 from tracewh.cli.conventions import renamed_option
 from tracewh.cli.output import note, run_title, selection_note
-from tracewh.core.errors import UsageError
+from tracewh.core.errors import MissingExtraError, UsageError
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
 # tracewh.report (Altair, vl-convert, Polars) is imported by the commands that use it
+#: The modules of the report extra (tracewh[report]) that tracewh.report imports.
+REPORT_MODULES = ("altair", "vl_convert")
 #: What `tracewh flame --format` writes (tracewh.report.flame.FORMATS).
 FLAME_FORMATS = ("folded", "speedscope")
 
@@ -45,6 +47,7 @@ def report(
     Example: tracewh report --out reports/latest --compare 'night=2025-01-01' --level op
     """
     with handle_errors():
+        require_report_extra("report")
         if out is None and site is None:
             raise UsageError("give --out PATH (a report) and/or --site PATH (a static site)")
         if level not in LEVELS:
@@ -79,6 +82,15 @@ def _report(
                    f"in {time.perf_counter() - t0:.1f} s")
 
 
+def require_report_extra(command: str) -> None:
+    """:class:`MissingExtraError` unless the report extra's modules can be imported."""
+    import importlib.util
+
+    missing = [m for m in REPORT_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtraError("report", missing, feature=f"tracewh {command}")
+
+
 def _csv(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
@@ -107,9 +119,10 @@ def export(
 
     Example: tracewh export --run latest --out run.json.gz --steps 3-4
     """
-    from tracewh.report.export import ExportFilter, export_trace, parse_steps
-
     with handle_errors():
+        require_report_extra("export")
+        from tracewh.report.export import ExportFilter, export_trace, parse_steps
+
         check_format(fmt, ("text", "json"))
         if not out.name.endswith((".json", ".json.gz")):
             raise UsageError(f"--out must end in .json or .json.gz, not {out.name!r}")
@@ -151,9 +164,10 @@ def flame(
     Example: tracewh flame --run latest --out gpu.folded && flamegraph.pl gpu.folded > gpu.svg
     Example: tracewh flame --out gpu.speedscope.json --file-format speedscope
     """
-    from tracewh.report.flame import write_flame
-
     with handle_errors():
+        require_report_extra("flame")
+        from tracewh.report.flame import write_flame
+
         fmt = renamed_option(legacy_format, file_format, old="--format", new="--file-format",
                              default="folded", command="flame")
         if fmt not in FLAME_FORMATS:

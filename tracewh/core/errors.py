@@ -178,7 +178,6 @@ class UsageError(TracewhError):
     exit_code = 2
 
 
-
 class OutputFolderError(TracewhError):
     """An output path tracewh refuses to write: it would replace something it did not create.
 
@@ -196,3 +195,27 @@ class OutputFolderError(TracewhError):
         self.path = Path(path)
         self.reason = reason
         super().__init__(f"output {self.path}: {reason}")
+
+
+class MissingExtraError(TracewhError):
+    """A feature needs an optional extra of the package that is not installed.
+
+    Parameters
+    ----------
+    extra
+        The extra that brings what is missing (``report`` for ``tracewh[report]``).
+    modules
+        The modules that could not be found.
+    feature
+        What needs them (``tracewh report``).
+    """
+
+    exit_code = 2
+
+    def __init__(self, extra: str, modules: list[str], *, feature: str) -> None:
+        self.extra = extra
+        self.modules = modules
+        super().__init__(
+            f"{feature} needs the {extra} extra ({', '.join(modules)} not installed): "
+            f"pip install 'tracewh[{extra}]'"
+        )

@@ -1,15 +1,35 @@
-"""Where tracewh's SQL lives: the repository's ``sql/`` folder.
+"""Where tracewh's SQL lives: the package ``tracewh.sql`` (the repository's ``sql/`` folder).
 
 ``sql/*.sql`` are the analysis views and macros (applied by :mod:`tracewh.query.db`);
 ``sql/ingest/*.sql`` are the ingest-time derivations (run by :mod:`tracewh.ingest`).
+``setup.py`` ships ``sql/`` as the package ``tracewh.sql`` (in the wheel and the sdist; an
+editable install maps it to the checkout's folder), found with :mod:`importlib.resources`.
 """
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
-#: The repository's sql/ folder (tracewh is installed in editable mode).
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+#: The package holding the SQL files.
+SQL_PACKAGE = "tracewh.sql"
+
+
+def _sql_dir() -> Path:
+    try:
+        root = files(SQL_PACKAGE)
+    except ModuleNotFoundError as exc:  # an editable install made before sql/ became a package
+        raise ImportError(
+            f"{SQL_PACKAGE} is not installed ({exc}): reinstall tracewh "
+            "(pip install -e . in a checkout, or `make venv`)"
+        ) from exc
+    if not isinstance(root, Path):  # e.g. a zipped install: DuckDB and the globs need files
+        raise ImportError(f"{SQL_PACKAGE} must be installed as files on disk, not {type(root).__name__}")
+    return root
+
+
+#: The folder of the SQL files (the installed package's, or the checkout's sql/ when editable).
+SQL_DIR = _sql_dir()
 
 
 def sql_files(sql_dir: Path = SQL_DIR) -> list[Path]:

@@ -16,6 +16,7 @@ or an SSH key were one query away. A guarded query runs on a connection where
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +27,20 @@ from tracewh.query.sqllimits import QueryLimits, apply_limits
 
 _READ = {duckdb.StatementType.SELECT}
 _EXPLAIN = duckdb.StatementType.EXPLAIN
+
+
+_SHOW_TABLES = re.compile(r"\s*SHOW\s+TABLES\s*;?\s*", re.IGNORECASE)
+#: What ``SHOW TABLES`` runs: each table, view and table macro once (``sql/99_catalog.sql``).
+SHOW_TABLES_QUERY = "SELECT name, kind FROM warehouse_objects ORDER BY name"
+
+
+def user_query(query: str) -> str:
+    """``query`` as it runs: ``SHOW TABLES`` lists :data:`SHOW_TABLES_QUERY`, the rest is kept.
+
+    DuckDB's own ``SHOW TABLES`` lists each ``raw_<table>`` twice (the catalog's empty table
+    and the session's view over the snapshot's files) and no table macro.
+    """
+    return SHOW_TABLES_QUERY if _SHOW_TABLES.fullmatch(query) else query
 
 
 def check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:

@@ -1,0 +1,65 @@
+"""Optional parts say what is missing in one line: the report extra, the C extension."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tracewh.api import Warehouse
+from tracewh.cli import app
+from tracewh.synth import SynthConfig, write_trace
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("extras")
+    for seed in (1, 2):
+        write_trace(base / f"t{seed}.pt.trace.json.gz", SynthConfig(steps=1, layers=1, seed=seed))
+    return base
+
+
+@pytest.mark.parametrize("command", [["report", "--out", "{tmp}/r"], ["export", "--out", "{tmp}/e.json"],
+                                     ["flame", "--out", "{tmp}/f.folded"]])
+def test_report_commands_without_the_extra_name_it(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).ingest([traces / "t1.pt.trace.json.gz"]).ok
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "altair" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    res = CliRunner().invoke(app, [*args, "-w", str(wh)])
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [
+        f"error: tracewh {command[0]} needs the report extra (altair not installed): "
+        "pip install 'tracewh[report]'"
+    ]
+    assert not (tmp_path / "r").exists()
+
+
+def test_ingest_without_the_c_extension_says_so_once(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracewh.ingest.fast as fast
+
+    monkeypatch.setattr(fast, "native", lambda: None)
+    res = CliRunner().invoke(app, ["ingest", str(traces), "-w", str(tmp_path / "wh"), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    said = [line for line in res.stderr.splitlines() if "not built" in line]
+    assert said == [
+        "note: the C staging extension (tracewh.ingest._fastshred) is not built, no C compiler "
+        "at install: ingest uses the pure-Python path (same rows, slower)"
+    ]
+    # with the extension (where it is built): not a word about it
+    monkeypatch.undo()
+    if fast.native() is not None:
+        res = CliRunner().invoke(app, ["ingest", str(traces), "-w", str(tmp_path / "wh2")])
+        assert res.exit_code == 0 and "not built" not in res.stderr
