@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from tracewh.api import Warehouse
 from tracewh.cli import app
-from tracewh.schema import TABLES
 from tracewh.core.sqlfiles import sql_files
+from tracewh.schema import TABLES
 from tracewh.synth import SynthConfig, write_trace
 
 
