@@ -45,6 +45,15 @@
 --   columns: step, rank, run_id, collectives, late, late_share, wait_ns, caused_wait_ns,
 --            late_straggler (late in most collectives of the step: late > collectives / 2,
 --            the step having at least 2 collectives with skew)
+--
+-- collective_holdups(run_list, run_id)  (table macro)
+--   grain: one row per communication kernel of run run_id (one of run_list) whose matched
+--   collective another rank arrived at last (skew_ns > 0).
+--   columns: event_index (the kernel's, in run_id), pg, seq, collective, ts_ns (its start),
+--            wait_ns (last_start_ns - its start: how long it waited), last_rank, last_run_id,
+--            held_by (the last rank's latest GPU op, not communication, that ended on the
+--            same device before its collective kernel started: what it was busy with),
+--            held_by_op (the CPU operator that launched that op), held_by_end_ns
 
 CREATE OR REPLACE MACRO collective_ops(run_list) AS TABLE
 SELECT c.*, r.rank, r.world_size, r.host, r.device_name
@@ -128,3 +137,42 @@ SELECT per.step, per.rank, per.run_id, per.collectives, per.late,
 FROM per
 LEFT JOIN skewed s ON s.step IS NOT DISTINCT FROM per.step
 ORDER BY per.step NULLS LAST, per.rank;
+
+CREATE OR REPLACE MACRO collective_holdups(run_list, run_id) AS TABLE
+WITH o AS (SELECT * FROM collective_ops(run_list)),
+m AS (SELECT * FROM collective_matches(run_list)),
+mine AS (
+    SELECT o.event_index, o.ts_ns, m.pg, m.pg_ranks, m.seq, m.collective, m.last_rank,
+           m.last_start_ns
+    FROM o
+    JOIN m ON m.pg IS NOT DISTINCT FROM o.pg_name AND m.pg_ranks IS NOT DISTINCT FROM o.pg_ranks
+          AND m.seq IS NOT DISTINCT FROM o.seq
+    WHERE o.run_id = run_id AND m.skew_ns > 0 AND m.last_rank IS DISTINCT FROM o.rank
+),
+lastk AS (
+    SELECT mine.event_index, l.run_id AS last_run_id, l.device, l.ts_ns AS last_ts_ns
+    FROM mine
+    JOIN o l ON l.rank = mine.last_rank AND l.pg_name IS NOT DISTINCT FROM mine.pg
+            AND l.pg_ranks IS NOT DISTINCT FROM mine.pg_ranks AND l.seq = mine.seq
+),
+busy AS (
+    SELECT g.run_id, g.device, g.ts_ns + g.dur_ns AS end_ns, g.name, g.op_name
+    FROM gpu_ops g
+    JOIN runs r ON r.run_id = g.run_id AND r.ingest_id = g.ingest_id
+    WHERE list_contains(CAST(run_list AS VARCHAR[]), g.run_id) AND g.dur_ns IS NOT NULL
+      AND g.category IS DISTINCT FROM 'communication'
+),
+held AS (
+    SELECT lastk.event_index, lastk.last_run_id, b.name AS held_by, b.op_name AS held_by_op,
+           b.end_ns AS held_by_end_ns
+    FROM lastk
+    ASOF LEFT JOIN busy b
+        ON b.run_id = lastk.last_run_id AND b.device IS NOT DISTINCT FROM lastk.device
+       AND lastk.last_ts_ns >= b.end_ns
+)
+SELECT mine.event_index, mine.pg, mine.seq, mine.collective, mine.ts_ns,
+       mine.last_start_ns - mine.ts_ns AS wait_ns, mine.last_rank, held.last_run_id,
+       held.held_by, held.held_by_op, held.held_by_end_ns
+FROM mine
+LEFT JOIN held USING (event_index)
+ORDER BY mine.ts_ns;

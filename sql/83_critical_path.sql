@@ -17,10 +17,20 @@
 --   grain: one row (none when the run has no such step).
 --   columns: step, lo_ns (the ProfilerStep#N span's start), hi_ns (its end)
 --
--- cp_cpu(run_id, lo_ns, hi_ns)  (table macro)
+-- cp_cpu(run_id, lo_ns, hi_ns, loading := [])  (table macro)
 --   grain: one row per CPU operator or runtime/driver call (cat cpu_op, cuda_runtime,
 --   cuda_driver, hip_runtime) of the run with dur_ns > 0 starting in the window.
---   columns: event_index, pid, tid, ts_ns, dur_ns, name
+--   columns: event_index, pid, tid, ts_ns, dur_ns,
+--            blocking (a call whose time is the GPU's: cudaDeviceSynchronize,
+--            cudaStreamSynchronize, cudaEventQuery, cudaEventSynchronize, cudaMemcpy,
+--            cudaMemcpyAsync; the edge into its end weighs 0),
+--            lock (a call holding the CUDA runtime lock: cudaHostAlloc, cudaLaunchKernel,
+--            cudaMemcpyAsync),
+--            loading (its name matches one of the regular expressions of `loading`)
+--
+-- cp_names(run_id, event_indexes)  (table macro)
+--   grain: one row per event of the run whose event_index is in event_indexes (BIGINT[]).
+--   columns: event_index, name
 --
 -- cp_thread_merge(run_id, lo_ns, hi_ns)  (table macro)
 --   grain: one row when the window has a backward thread to walk as part of the forward one
@@ -31,7 +41,7 @@
 -- cp_gpu(run_id, lo_ns, hi_ns)  (table macro)
 --   grain: one row per GPU op linked to a runtime call (same correlation id) that starts in
 --   the window with dur_ns > 0.
---   columns: event_index, device, stream, ts_ns, dur_ns, name, comm (tw_category =
+--   columns: event_index, device, stream, ts_ns, dur_ns, comm (tw_category =
 --            communication), launch_index (event_index of the runtime call), launch_ts_ns,
 --            q_launch, q_op: the stream's queue length (ops launched by a launch call of
 --            cp_launch_names and not yet started: +1 at the launch, -1 when the op starts,
@@ -63,8 +73,12 @@ JOIN runs r ON r.run_id = s.run_id AND r.ingest_id = s.ingest_id
 WHERE s.run_id = run_id AND s.step = step
 GROUP BY s.step;
 
-CREATE OR REPLACE MACRO cp_cpu(run_id, lo_ns, hi_ns) AS TABLE
-SELECT e.event_index, e.pid, e.tid, e.ts_ns, e.dur_ns, e.name
+CREATE OR REPLACE MACRO cp_cpu(run_id, lo_ns, hi_ns, loading := []) AS TABLE
+SELECT e.event_index, e.pid, e.tid, e.ts_ns, e.dur_ns,
+       e.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventQuery',
+                  'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemcpyAsync') AS blocking,
+       e.name IN ('cudaHostAlloc', 'cudaLaunchKernel', 'cudaMemcpyAsync') AS lock,
+       len(list_filter(CAST(loading AS VARCHAR[]), lambda p: regexp_matches(e.name, p))) > 0 AS loading
 FROM events e
 JOIN runs r ON r.run_id = e.run_id AND r.ingest_id = e.ingest_id
 WHERE e.run_id = run_id AND e.cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver', 'hip_runtime')
@@ -86,6 +100,17 @@ b AS (SELECT CASE WHEN count(DISTINCT tid) = 1 THEN min(tid) END AS t FROM w
       WHERE contains(name, 'autograd'))
 SELECT b.t AS from_tid, f.t AS to_tid FROM f, b
 WHERE f.t IS NOT NULL AND b.t IS NOT NULL AND f.t <> b.t;
+
+CREATE OR REPLACE MACRO cp_names(run_id, event_indexes) AS TABLE
+SELECT e.event_index, e.name
+FROM events e
+JOIN runs r ON r.run_id = e.run_id AND r.ingest_id = e.ingest_id
+WHERE e.run_id = run_id AND list_contains(CAST(event_indexes AS BIGINT[]), e.event_index)
+UNION ALL
+SELECT g.event_index, g.name
+FROM gpu_ops g
+JOIN runs r ON r.run_id = g.run_id AND r.ingest_id = g.ingest_id
+WHERE g.run_id = run_id AND list_contains(CAST(event_indexes AS BIGINT[]), g.event_index);
 
 CREATE OR REPLACE MACRO cp_gpu(run_id, lo_ns, hi_ns) AS TABLE
 WITH rt AS (
@@ -123,7 +148,7 @@ qq AS (
            max(q) FILTER (WHERE delta = -1) AS q_op
     FROM q GROUP BY event_index
 )
-SELECT g.event_index, g.device, g.stream, g.ts_ns, g.dur_ns, g.name, g.comm, g.launch_index,
+SELECT g.event_index, g.device, g.stream, g.ts_ns, g.dur_ns, g.comm, g.launch_index,
        g.launch_ts_ns, qq.q_launch, qq.q_op
 FROM g
 LEFT JOIN qq USING (event_index)

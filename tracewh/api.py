@@ -1055,12 +1055,23 @@ class Warehouse:
                                  f"(steps: {shown or 'none'})")
             lo, hi = int(win["lo_ns"][0]), int(win["hi_ns"][0])
         with self.session():
-            rows = [self.call(f"cp_{k}", ref.run_id, lo_ns=lo, hi_ns=hi) for k in ("cpu", "gpu", "sync")]
+            rows = [
+                self.call("cp_cpu", ref.run_id, lo_ns=lo, hi_ns=hi, loading=list(data_loading)),
+                self.call("cp_gpu", ref.run_id, lo_ns=lo, hi_ns=hi),
+                self.call("cp_sync", ref.run_id, lo_ns=lo, hi_ns=hi),
+            ]
             merge = self.call("cp_thread_merge", ref.run_id, lo_ns=lo, hi_ns=hi)
-        path = cp.critical_path(*rows, data_loading=data_loading,
-                                merge_tids=dict(zip(merge["from_tid"].to_list(),
-                                                    merge["to_tid"].to_list(), strict=True)))
+            path = cp.critical_path(*rows, merge_tids=dict(zip(
+                merge["from_tid"].to_list(), merge["to_tid"].to_list(), strict=True)))
+            del rows
+            ids = path.edges["event_index"].drop_nulls().unique().to_list()
+            names = self.call("cp_names", ref.run_id, event_indexes=ids)
+        path = cp.with_names(path, names)
         path.extra.update(run_id=ref.run_id, rank=ref.rank, step=step, lo_ns=lo, hi_ns=hi)
+        ranks = self.rank_runs(run=ref)
+        if len(ranks) > 1:  # the other ranks of its job: whom its collectives waited for
+            path.extra["cross_rank"] = cp.cross_rank(
+                path, self.call("collective_holdups", ranks, run_id=ref.run_id))
         return path
 
     def critical_path_steps(

@@ -28,7 +28,7 @@ def _x(cat: str, name: str, ts: int, dur: int, tid: int = 1, pid: int = 100, **a
             "args": args}
 
 
-def _trace(path: Path) -> None:
+def _trace(path: Path, *, rank: int = 0, world: int = 1, k2_late_us: int = 0) -> None:
     """Step 1: op A launches K1 and K2 (stream 7), then cudaDeviceSynchronize waits for them.
 
     Known path (us): A's start -> L1's start (cpu 10) -> K1's start (launch delay 15) -> K1
@@ -37,6 +37,13 @@ def _trace(path: Path) -> None:
     then B) is shorter. HTA 0.6.1 gives the same 315 us and bounds on this trace.
     """
     k = {"device": 0, "stream": 7}
+    k2: dict[str, Any] = {"correlation": 2, **k}
+    k2_name = "k2"
+    if world > 1:  # K2 is an all-reduce of the job's ranks
+        k2_name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+        k2.update({"Collective name": "allreduce", "Process Group Name": "0",
+                   "Process Group Ranks": str(list(range(world))), "Group size": world,
+                   "dtype": "Float", "In msg nelems": 1000, "Out msg nelems": 1000})
     events = [
         _x("user_annotation", "ProfilerStep#1", 0, 1000),
         _x("cpu_op", "aten::A", 10, 100),
@@ -44,13 +51,13 @@ def _trace(path: Path) -> None:
         _x("cuda_runtime", "cudaLaunchKernel", 40, 10, correlation=2),
         _x("cuda_runtime", "cudaDeviceSynchronize", 120, 300, correlation=3),
         _x("kernel", "k1", 35, 50, pid=0, tid=7, correlation=1, **k),
-        _x("kernel", "k2", 85, 200, pid=0, tid=7, correlation=2, **k),
+        _x("kernel", k2_name, 85 + k2_late_us, 200 - k2_late_us, pid=0, tid=7, **k2),
         _x("cuda_sync", "Context Sync", 280, 10, pid=0, tid=7, correlation=3, device=0,
            stream=-1, cuda_sync_kind="Context Sync"),
         _x("cpu_op", "aten::B", 500, 40),  # after the sync: a top-level op, weightless link
     ]
     doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
-           "distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": events}
+           "distributedInfo": {"rank": rank, "world_size": world}, "traceEvents": events}
     with gzip.open(path, "wt", encoding="utf-8") as f:
         json.dump(doc, f)
 
@@ -72,6 +79,8 @@ def test_known_path(tmp_path: Path) -> None:
             ("operator", "k2", 200_000), ("sync", None, 0), ("dependency", None, 0),
             ("operator", "aten::B", 40_000),
         ]
+    loading = wh.critical_path("latest", data_loading=["^aten::B$"])
+    assert loading.by_bound["data_loading"] == 40_000 and loading.by_bound["cpu_bound"] == 10_000
     with pytest.raises(UsageError):
         wh.critical_path("latest", step=7)
     res = CliRunner().invoke(app, ["critical-path", "-w", str(tmp_path / "wh"), "--step", "1",
@@ -110,3 +119,28 @@ def test_parity_with_hta(name: str, shared_traces: Path, tmp_path: Path) -> None
     assert p.total_ns == pytest.approx(total, rel=0.01)
     for bound, ns in by.items():
         assert 100 * p.by_bound[bound] / p.total_ns == pytest.approx(100 * ns / total, abs=2)
+
+
+def test_cross_rank_path_names_the_late_rank(tmp_path: Path) -> None:
+    """Two ranks; rank 1's all-reduce (K2) starts 30 us after rank 0's, both end together.
+
+    On rank 0's path K2 is 200 us of communication, 30 of them waiting for rank 1, whose latest
+    GPU op before its all-reduce is k1 (held_by).
+    """
+    job = tmp_path / "job"
+    job.mkdir()
+    _trace(job / "rank-0.pt.trace.json.gz", rank=0, world=2)
+    _trace(job / "rank-1.pt.trace.json.gz", rank=1, world=2, k2_late_us=30)
+    wh = Warehouse(tmp_path / "wh")
+    wh.ingest([job], jobs=1)
+    r0 = wh.sql("SELECT run_id FROM runs WHERE rank = 0")["run_id"][0]
+    p = wh.critical_path(r0, step=1)
+    assert p.by_bound["gpu_communication_bound"] == 200_000
+    cross = p.extra["cross_rank"]
+    assert cross.select("collective", "on_path_ns", "waited_ns", "last_rank", "held_by").rows() == [
+        ("all_reduce", 200_000, 30_000, 1, "k1")]
+    res = CliRunner().invoke(app, ["critical-path", r0, "-w", str(tmp_path / "wh"), "--step", "1",
+                                   "-f", "json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout.splitlines()[0])
+    assert got["cross_rank"]["waited_on_ns"] == {"1": 30_000}

@@ -34,8 +34,7 @@ matches a data-loading pattern) or ``cpu_bound``.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -47,13 +46,6 @@ BOUNDS: tuple[str, ...] = (
     "cpu_bound", "data_loading", "gpu_compute_bound", "gpu_communication_bound",
     "gpu_kernel_kernel_overhead", "gpu_kernel_launch_overhead", "dependency",
 )
-#: Runtime calls whose exit edge weighs 0 (the time is the GPU's, reached by a sync edge).
-BLOCKING_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
-    "cudaMemcpy", "cudaMemcpyAsync",
-})
-#: Runtime calls that hold the CUDA runtime lock.
-LOCK_CALLS = frozenset({"cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync"})
 #: Largest gap between two ops of a stream still taken as a kernel-kernel delay.
 KERNEL_KERNEL_MAX_NS = 1_500_000
 #: Edges at or below this (ns) weigh 0.
@@ -131,7 +123,6 @@ def critical_path(
     gpu: pl.DataFrame,
     sync: pl.DataFrame,
     *,
-    data_loading: Sequence[str] = (),
     merge_tids: Mapping[int, int] | None = None,
 ) -> CriticalPath:
     """The critical path of the graph these rows make (see the module docstring).
@@ -139,10 +130,8 @@ def critical_path(
     Parameters
     ----------
     cpu, gpu, sync
-        Rows of ``cp_cpu``, ``cp_gpu`` and ``cp_sync`` (``sql/83_critical_path.sql``) for one
-        run and window.
-    data_loading
-        Regular expressions: CPU events whose name matches one count as ``data_loading``.
+        Rows of ``cp_cpu`` (with its ``blocking``, ``lock`` and ``loading`` flags), ``cp_gpu``
+        and ``cp_sync`` (``sql/83_critical_path.sql``) for one run and window.
     merge_tids
         Threads walked as part of another (``cp_thread_merge``: the backward thread into the
         forward one, as HTA does), ``{from_tid: to_tid}``.
@@ -150,94 +139,86 @@ def critical_path(
     Returns
     -------
     CriticalPath
-        Empty (``total_ns`` 0) when there are no events.
+        Empty (``total_ns`` 0) when there are no events. ``edges`` carry the attributed
+        event's ``event_index``; its name is the caller's to look up.
     """
     if merge_tids:
         cpu = cpu.with_columns(pl.col("tid").replace(dict(merge_tids)))
     n_cpu, n_gpu = cpu.height, gpu.height
     n_ev = n_cpu + n_gpu
     if n_ev == 0:
-        return CriticalPath(0, dict.fromkeys(BOUNDS, 0), _edge_frame([], [], [], [], [], []))
-    ev_index = np.concatenate([cpu["event_index"].to_numpy(), gpu["event_index"].to_numpy()])
-    ts = np.concatenate([cpu["ts_ns"].to_numpy(), gpu["ts_ns"].to_numpy()]).astype(np.int64)
-    dur = np.concatenate([cpu["dur_ns"].to_numpy(), gpu["dur_ns"].to_numpy()]).astype(np.int64)
-    cpu_names = cpu["name"].fill_null("")
-    blocking = np.zeros(n_ev, np.bool_)
-    lock = np.zeros(n_ev, np.bool_)
-    blocking[:n_cpu] = cpu_names.is_in(list(BLOCKING_CALLS)).to_numpy()
-    lock[:n_cpu] = cpu_names.is_in(list(LOCK_CALLS)).to_numpy()
+        return CriticalPath(0, dict.fromkeys(BOUNDS, 0), _edge_frame(*(np.zeros(0, np.int64),) * 5))
+    ev_index = np.concatenate([_int_col(cpu, "event_index"), _int_col(gpu, "event_index")])
+    ts = np.concatenate([_int_col(cpu, "ts_ns"), _int_col(gpu, "ts_ns")])
+    end = ts + np.concatenate([_int_col(cpu, "dur_ns"), _int_col(gpu, "dur_ns")])
+    flags = {c: np.zeros(n_ev, np.bool_) for c in ("blocking", "lock", "loading", "comm")}
+    for c in ("blocking", "lock", "loading"):
+        flags[c][:n_cpu] = cpu[c].fill_null(False).to_numpy()
+    flags["comm"][n_cpu:] = gpu["comm"].fill_null(False).to_numpy()
     # nodes: start (2e) and end (2e+1) of each event, numbered in (ts, event_index) order
     raw_ts = np.empty(2 * n_ev, np.int64)
-    raw_ts[0::2] = ts
-    raw_ts[1::2] = ts + dur
-    raw_ev = np.repeat(ev_index, 2)
-    order = np.lexsort((raw_ev, raw_ts))
+    raw_ts[0::2], raw_ts[1::2] = ts, end
+    del ts, end
+    order = np.lexsort((np.repeat(ev_index, 2), raw_ts))
+    node_ts = raw_ts[order]
+    del raw_ts
     node_of = np.empty(2 * n_ev, np.int32)
     node_of[order] = np.arange(2 * n_ev, dtype=np.int32)
-    node_ts = raw_ts[order]
     node_row = (order // 2).astype(np.int32)  # event row of each node
-    node_start = (order % 2 == 0)
-    start_node = node_of[0::2]
-    end_node = node_of[1::2]
-    del raw_ts, raw_ev, order, node_of
+    node_start = order % 2 == 0
+    del order
+    start_node, end_node = node_of[0::2].copy(), node_of[1::2].copy()
+    del node_of
     edges = _Edges()
-    _lock_edges(edges, lock, node_row, node_start)
-    _call_stacks(edges, cpu, start_node, end_node, node_ts, node_start, node_row, lock, blocking)
+    _lock_edges(edges, flags["lock"], node_row, node_start)
+    del node_row, node_start
+    _call_stacks(edges, cpu, start_node, end_node, flags["lock"], flags["blocking"])
     _gpu_edges(edges, cpu, gpu, sync, n_cpu, start_node, end_node, node_ts)
+    del start_node, end_node
     src, dst, kind, attr, zero = edges.arrays()
     weight = np.where(zero | (kind == DEPENDENCY) | (kind == SYNC), 0,
                       node_ts[dst] - node_ts[src]).astype(np.int64)
     weight[weight <= NEGATIVE_FLOOR_NS] = 0
+    del zero
     src, dst, kind, attr, weight = _last_of_duplicates(src, dst, kind, attr, weight, 2 * n_ev)
     path = _longest_path(src, dst, weight, 2 * n_ev)
-    is_gpu = np.zeros(n_ev, np.bool_)
-    is_gpu[n_cpu:] = True
-    comm = np.zeros(n_ev, np.bool_)
-    comm[n_cpu:] = gpu["comm"].fill_null(False).to_numpy()
-    names = pl.concat([cpu_names, gpu["name"].fill_null("")])
-    loading = np.zeros(n_ev, np.bool_)
-    if data_loading:
-        rx = "|".join(f"(?:{p})" for p in data_loading)
-        re.compile(rx)
-        loading[:n_cpu] = cpu_names.str.contains(rx).to_numpy()
-    p_kind, p_attr, p_w = kind[path], attr[path], weight[path]
-    bound = _bounds(p_kind, p_attr, is_gpu, comm, loading)
-    by_bound = dict.fromkeys(BOUNDS, 0)
-    for b, w in zip(bound, p_w.tolist(), strict=True):
-        by_bound[b] += int(w)
-    ev_out = [int(ev_index[a]) if a >= 0 else None for a in p_attr.tolist()]
-    name_out = [names[int(a)] if a >= 0 else None for a in p_attr.tolist()]
-    frame = _edge_frame(
-        [EDGE_TYPES[k] for k in p_kind.tolist()], bound, ev_out, name_out,
-        node_ts[src[path]].tolist(), p_w.tolist(),
-    )
+    p_kind, p_attr, p_w = kind[path].astype(np.int64), attr[path].astype(np.int64), weight[path]
+    bound = _bounds(p_kind, p_attr, n_cpu, flags["comm"], flags["loading"])
+    by_bound = {b: int(p_w[bound == i].sum()) for i, b in enumerate(BOUNDS)}
+    ev_out = np.where(p_attr >= 0, ev_index[np.maximum(p_attr, 0)], -1)
+    frame = _edge_frame(p_kind, bound, ev_out, node_ts[src[path]], p_w)
     return CriticalPath(int(p_w.sum()), by_bound, frame, nodes=2 * n_ev, graph_edges=len(src))
 
 
-def _edge_frame(types: list[str], bound: list[str], ev: list[int | None],
-                names: list[str | None], ts_: list[int], w: list[int]) -> pl.DataFrame:
+def _edge_frame(kind: np.ndarray, bound: np.ndarray, ev: np.ndarray, ts_: np.ndarray,
+                w: np.ndarray) -> pl.DataFrame:
     return pl.DataFrame(
-        {"kind": types, "bound": bound, "event_index": ev, "name": names, "ts_ns": ts_[: len(w)],
-         "dur_ns": w},
-        schema={"kind": pl.String, "bound": pl.String, "event_index": pl.Int64,
-                "name": pl.String, "ts_ns": pl.Int64, "dur_ns": pl.Int64},
-    )
+        {
+            "kind": pl.Series(kind, dtype=pl.Int64).replace_strict(
+                dict(enumerate(EDGE_TYPES)), return_dtype=pl.String),
+            "bound": pl.Series(bound, dtype=pl.Int64).replace_strict(
+                dict(enumerate(BOUNDS)), return_dtype=pl.String),
+            "event_index": pl.Series(ev, dtype=pl.Int64),
+            "ts_ns": pl.Series(ts_, dtype=pl.Int64),
+            "dur_ns": pl.Series(w, dtype=pl.Int64),
+        }
+    ).with_columns(pl.when(pl.col("event_index") >= 0).then(pl.col("event_index")))
 
 
-def _bounds(kind: np.ndarray, attr: np.ndarray, is_gpu: np.ndarray, comm: np.ndarray,
-            loading: np.ndarray) -> list[str]:
-    out = []
-    for k, a in zip(kind.tolist(), attr.tolist(), strict=True):
-        if k == KERNEL_KERNEL:
-            out.append("gpu_kernel_kernel_overhead")
-        elif k == LAUNCH:
-            out.append("gpu_kernel_launch_overhead")
-        elif k in (DEPENDENCY, SYNC) or a < 0:
-            out.append("dependency")
-        elif is_gpu[a]:
-            out.append("gpu_communication_bound" if comm[a] else "gpu_compute_bound")
-        else:
-            out.append("data_loading" if loading[a] else "cpu_bound")
+def _bounds(kind: np.ndarray, attr: np.ndarray, n_cpu: int, comm: np.ndarray,
+            loading: np.ndarray) -> np.ndarray:
+    """Each path edge's bound, as an index into :data:`BOUNDS`."""
+    b = {name: i for i, name in enumerate(BOUNDS)}
+    safe = np.maximum(attr, 0)
+    on_gpu = (attr >= n_cpu)
+    out = np.full(len(kind), b["dependency"], np.int64)
+    op = (kind == OPERATOR) & (attr >= 0)
+    out[op & on_gpu & comm[safe]] = b["gpu_communication_bound"]
+    out[op & on_gpu & ~comm[safe]] = b["gpu_compute_bound"]
+    out[op & ~on_gpu & loading[safe]] = b["data_loading"]
+    out[op & ~on_gpu & ~loading[safe]] = b["cpu_bound"]
+    out[kind == KERNEL_KERNEL] = b["gpu_kernel_kernel_overhead"]
+    out[kind == LAUNCH] = b["gpu_kernel_launch_overhead"]
     return out
 
 
@@ -268,7 +249,6 @@ def _lock_edges(edges: _Edges, lock: np.ndarray, node_row: np.ndarray,
 
 
 def _call_stacks(edges: _Edges, cpu: pl.DataFrame, start_node: np.ndarray, end_node: np.ndarray,
-                 node_ts: np.ndarray, node_start: np.ndarray, node_row: np.ndarray,
                  lock: np.ndarray, blocking: np.ndarray) -> None:
     """Each CPU thread's nested operators, walked depth first (HTA's call-stack edges)."""
     if cpu.height == 0:
@@ -284,10 +264,8 @@ def _call_stacks(edges: _Edges, cpu: pl.DataFrame, start_node: np.ndarray, end_n
     rows = _mv(order.astype(np.int64))
     sn = _mv(start_node.astype(np.int64))
     en = _mv(end_node.astype(np.int64))
-    nts = _mv(node_ts)
     lk = _mv(lock.astype(np.uint8))
     blk = _mv(blocking.astype(np.uint8))
-    del node_start, node_row  # the walk knows which node is a start
 
     thread: tuple[int, int] | None = None
     stack: list[int] = []  # rows, innermost last (with their end ts in ends)
@@ -331,85 +309,97 @@ def _call_stacks(edges: _Edges, cpu: pl.DataFrame, start_node: np.ndarray, end_n
         ends.append(end[i])
     while stack:
         leave()
-    del nts
+
+
+def _rows_of(sorted_ev: np.ndarray, wanted: np.ndarray, offset: int = 0) -> np.ndarray:
+    """The row (``offset`` + position in ``sorted_ev``) of each wanted event_index; -1 if absent."""
+    if len(sorted_ev) == 0:
+        return np.full(len(wanted), _NONE, np.int64)
+    pos = np.searchsorted(sorted_ev, wanted)
+    pos = np.minimum(pos, len(sorted_ev) - 1)
+    return np.where(sorted_ev[pos] == wanted, pos + offset, _NONE).astype(np.int64)
+
+
+def _int_col(df: pl.DataFrame, col: str, null: int = _NONE) -> np.ndarray:
+    return df[col].fill_null(null).to_numpy().astype(np.int64)
 
 
 def _gpu_edges(edges: _Edges, cpu: pl.DataFrame, gpu: pl.DataFrame, sync: pl.DataFrame,
                n_cpu: int, start_node: np.ndarray, end_node: np.ndarray,
                node_ts: np.ndarray) -> None:
     """GPU ops: their spans, launch and kernel-kernel delays, and the sync edges."""
-    cpu_row = {int(e): i for i, e in enumerate(cpu["event_index"].to_list())} if cpu.height else {}
-    gpu_row = {int(e): n_cpu + i for i, e in enumerate(gpu["event_index"].to_list())}
-    # ops by start, sync events by end (a Stream Sync overlapping the op it waits for comes after)
-    keys = np.concatenate([gpu["ts_ns"].to_numpy(), sync["end_ns"].to_numpy()]).astype(np.int64)
-    tie = np.concatenate([gpu["event_index"].to_numpy(), sync["event_index"].to_numpy()])
-    order = np.lexsort((tie, keys))
-    sn, en, nts = start_node, end_node, node_ts
-    g_event = [int(e) for e in gpu["event_index"].to_list()]
-    g_dev = gpu["device"].fill_null(-1).to_list()
-    g_stream = gpu["stream"].fill_null(-1).to_list()
-    g_launch = gpu["launch_index"].to_list()
-    g_launch_ts = gpu["launch_ts_ns"].to_list()
-    g_ql = gpu["q_launch"].to_list()
-    g_qo = gpu["q_op"].to_list()
-    s_kind = sync["kind"].to_list()
-    s_dev = sync["device"].fill_null(-1).to_list()
-    s_stream = sync["stream"].fill_null(-1).to_list()
-    s_rt = sync["runtime_index"].to_list()
-    s_src = sync["src_op"].to_list()
-    s_dest = sync["dest_op"].to_list()
-    last: dict[tuple[int, int], int] = {}
-    kernel_sync: dict[int, int] = {}
+    cpu_ev = _int_col(cpu, "event_index")
+    gpu_ev = _int_col(gpu, "event_index")
     n_g = gpu.height
-    for j in order.tolist():
+    # ops by start, sync events by end (a Stream Sync overlapping the op it waits for comes after)
+    keys = np.concatenate([_int_col(gpu, "ts_ns"), _int_col(sync, "end_ns")])
+    tie = np.concatenate([gpu_ev, _int_col(sync, "event_index")])
+    order = _mv(np.lexsort((tie, keys)).astype(np.int64))
+    sn, en, nts = _mv(start_node.astype(np.int64)), _mv(end_node.astype(np.int64)), _mv(node_ts)
+    g_event = _mv(gpu_ev)
+    g_dev = _mv(_int_col(gpu, "device"))
+    g_stream = _mv(_int_col(gpu, "stream"))
+    g_launch_row = _mv(_rows_of(cpu_ev, _int_col(gpu, "launch_index", -2)))
+    g_launch_ts = _mv(_int_col(gpu, "launch_ts_ns", 0))
+    g_ql = _mv(_int_col(gpu, "q_launch", -99))
+    g_qo = _mv(_int_col(gpu, "q_op", -99))
+    kinds = {"Context Sync": 0, "Stream Sync": 1, "Event Sync": 2, "Stream Wait Event": 3}
+    s_kind = _mv(sync["kind"].replace_strict(kinds, default=-1, return_dtype=pl.Int64)
+                 .to_numpy().astype(np.int64))
+    s_dev = _mv(_int_col(sync, "device"))
+    s_stream = _mv(_int_col(sync, "stream"))
+    s_rt_row = _mv(_rows_of(cpu_ev, _int_col(sync, "runtime_index", -2)))
+    src_ev = _int_col(sync, "src_op", -2)
+    s_src_ev = _mv(src_ev)
+    s_src_row = _mv(_rows_of(gpu_ev, src_ev, n_cpu))
+    s_dest = _mv(_int_col(sync, "dest_op", -2))
+    last: dict[tuple[int, int], int] = {}  # per (device, stream): the last op's end node
+    kernel_sync: dict[int, int] = {}  # op event_index -> the op event_index it waits for
+    for i in range(len(order)):
+        j = order[i]
         if j >= n_g:
             k = j - n_g
-            kind = s_kind[k]
-            rt = cpu_row.get(s_rt[k]) if s_rt[k] is not None else None
-            if kind in ("Stream Wait Event", "Event Sync"):
-                src = s_src[k]
-                if src is None:
+            kind, rt = s_kind[k], s_rt_row[k]
+            if kind in (2, 3):  # Event Sync, Stream Wait Event
+                if s_src_ev[k] == -2:
                     continue
-                if kind == "Stream Wait Event":
-                    if s_dest[k] is not None:
-                        kernel_sync[int(s_dest[k])] = int(src)
-                    continue
-                src_row = gpu_row.get(int(src))
-                if src_row is not None and rt is not None:
-                    edges.add(int(en[src_row]), int(en[rt]), SYNC)
+                if kind == 3:
+                    if s_dest[k] != -2:
+                        kernel_sync[s_dest[k]] = s_src_ev[k]
+                elif s_src_row[k] >= 0 and rt >= 0:
+                    edges.add(en[s_src_row[k]], en[rt], SYNC)
                 continue
-            if rt is None:
+            if rt < 0:
                 continue
-            if kind == "Context Sync":
-                targets = list(last.values())
-            else:
+            if kind == 0:
+                for node in list(last.values()):
+                    edges.add(node, en[rt], SYNC)
+            elif kind == 1:
                 one = last.get((s_dev[k], s_stream[k]))
-                targets = [one] if one is not None else []
-            for node in targets:
-                edges.add(node, int(en[rt]), SYNC)
+                if one is not None:
+                    edges.add(one, en[rt], SYNC)
             continue
         row = n_cpu + j
-        s_node, e_node = int(sn[row]), int(en[row])
+        s_node, e_node = sn[row], en[row]
         edges.add(s_node, e_node, OPERATOR, row)
         key = (g_dev[j], g_stream[j])
         ks_src = kernel_sync.pop(g_event[j], None)
-        ks_end = None
+        ks_end = _NONE
         if ks_src is not None:
-            ks_row = gpu_row.get(ks_src)
-            if ks_row is None:
+            ks_row = int(_rows_of(gpu_ev, np.asarray([ks_src], np.int64), n_cpu)[0])
+            if ks_row < 0:
                 ks_src = None
             else:
-                ks_end = int(en[ks_row])
+                ks_end = en[ks_row]
                 edges.add(ks_end, s_node, SYNC)
         prev = last.get(key)
-        launch_row = cpu_row.get(g_launch[j]) if g_launch[j] is not None else None
-        lts = g_launch_ts[j]
-        if (g_ql[j] == 1 and g_qo[j] == 0 and launch_row is not None
+        launch_row, lts = g_launch_row[j], g_launch_ts[j]
+        if (g_ql[j] == 1 and g_qo[j] == 0 and launch_row >= 0
                 and (prev is None or nts[prev] < lts)
-                and (ks_src is None or (ks_end is not None and nts[ks_end] < lts))):
-            edges.add(int(sn[launch_row]), s_node, LAUNCH)
+                and (ks_src is None or nts[ks_end] < lts)):
+            edges.add(sn[launch_row], s_node, LAUNCH)
         elif (prev is not None and nts[s_node] - nts[prev] < KERNEL_KERNEL_MAX_NS
-              and (ks_src is None or (ks_end is not None and nts[ks_end] < nts[prev]))):
+              and (ks_src is None or nts[ks_end] < nts[prev])):
             edges.add(prev, s_node, KERNEL_KERNEL, row)
         last[key] = e_node
 
@@ -475,3 +465,46 @@ def _longest_path(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, n: int) 
         path.append(int(e))
         e = pred_np[src[e]]
     return np.asarray(path[::-1], dtype=np.int64)
+
+
+def with_names(path: CriticalPath, names: pl.DataFrame) -> CriticalPath:
+    """``path`` with a ``name`` column on its edges (``names``: ``event_index``, ``name``)."""
+    edges = path.edges.join(
+        names.unique("event_index"), on="event_index", how="left", maintain_order="left"
+    ).select("kind", "bound", "event_index", "name", "ts_ns", "dur_ns")
+    return CriticalPath(path.total_ns, path.by_bound, edges, path.nodes, path.graph_edges,
+                        path.extra)
+
+
+def cross_rank(path: CriticalPath, holdups: pl.DataFrame) -> pl.DataFrame:
+    """The communication kernels on ``path`` that waited for another rank, and for whom.
+
+    Parameters
+    ----------
+    path
+        A rank's critical path.
+    holdups
+        ``collective_holdups`` rows of that rank (``sql/79_collectives.sql``): its kernels
+        whose collective another rank arrived at last, with that rank and what it was busy
+        with.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per such kernel on the path, in path order: ``event_index``, ``pg``, ``seq``,
+        ``collective``, ``ts_ns``, ``on_path_ns`` (the kernel's time on the path),
+        ``waited_ns`` (the part of it spent waiting: min(wait_ns, on_path_ns)), ``last_rank``,
+        ``held_by``, ``held_by_op``.
+    """
+    ops = path.edges.filter(pl.col("bound") == "gpu_communication_bound").select(
+        "event_index", pl.col("dur_ns").alias("on_path_ns"))
+    cols = ["event_index", "pg", "seq", "collective", "ts_ns", "on_path_ns", "waited_ns",
+            "last_rank", "held_by", "held_by_op"]
+    if holdups.is_empty() or ops.is_empty():
+        return pl.DataFrame(schema={c: (pl.String if c in ("pg", "collective", "held_by", "held_by_op")
+                                        else pl.Int64) for c in cols})
+    return (
+        ops.join(holdups, on="event_index", how="inner", maintain_order="left")
+        .with_columns(pl.min_horizontal("wait_ns", "on_path_ns").alias("waited_ns"))
+        .select(cols)
+    )

@@ -59,6 +59,8 @@ def critical_path(
                  empty=f"run {ref.short_id} has no steps (ProfilerStep#N)")
             return
         path = wh.critical_path(ref, step=step, data_loading=patterns)
+        import polars as pl
+
         if fmt == "json" and by == "bound":
             obj: dict[str, Any] = {
                 "run_id": ref.run_id, "rank": ref.rank, "step": step,
@@ -66,6 +68,13 @@ def critical_path(
                 "total_ns": path.total_ns, "by_bound": path.by_bound,
                 "edges": path.edges.to_dicts(),
             }
+            cross = path.extra.get("cross_rank")
+            if isinstance(cross, pl.DataFrame):
+                waited = cross.group_by("last_rank").agg(pl.col("waited_ns").sum()).sort("last_rank")
+                obj["cross_rank"] = {
+                    "waited_on_ns": {str(r): int(w) for r, w in waited.iter_rows()},
+                    "collectives": cross.to_dicts(),
+                }
             text = json.dumps(obj)
             if out is not None:
                 from tracewh.core.atomic import atomic_file
@@ -75,8 +84,6 @@ def critical_path(
             typer.echo(text)
             note(f"critical path: {path.total_ns / 1e6:.3f} ms, {path.edges.height} edges")
             return
-        import polars as pl
-
         if by == "edge":
             df = path.edges.with_row_index("position").sort("dur_ns", descending=True)
         else:
