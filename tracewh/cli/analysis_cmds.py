@@ -60,7 +60,7 @@ def _run(
     """
     check_format(fmt)
     wh = Warehouse(warehouse)
-    ref, data = wh.run_macro(call.name, selector(run), rows=fmt == "table" and out is None,
+    ref, data = wh.run_macro(call.name, selector(run), rows=fmt in ("table", "markdown") and out is None,
                              **call.params)
     return wh, ref, data
 
@@ -123,7 +123,7 @@ def sql_cmd(
         )
         wh = Warehouse(warehouse)
         df = (wh.query(query, unrestricted=unrestricted, limits=limits)
-              if fmt == "table" and out is None
+              if fmt in ("table", "markdown") and out is None
               else wh.sql(query, unrestricted=unrestricted, limits=limits))
         show(df, fmt, title="sql", top=top, out=out, empty=_sql_hint(query) if _empty(df) else None)
 

@@ -51,7 +51,7 @@ def _emit_tree(df: pl.DataFrame, fmt: str, out: Path | None, *, title: str, colu
     """Show a tree (indented in tables); ``--out`` gets the full paths."""
     if out is not None:
         write_out(df, out)
-    shown = tree_view(df, column=column, none_label=none_label) if fmt == "table" else df
+    shown = tree_view(df, column=column, none_label=none_label) if fmt in ("table", "markdown") else df
     show(shown, fmt, title=title, run=run, empty=empty, notes=notes or ())
 
 

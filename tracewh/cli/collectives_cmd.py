@@ -55,7 +55,7 @@ def collectives(
         wh = Warehouse(warehouse)
         ids = wh.job_runs(runs or [])
         df = wh.collectives(ids, by=by, link=link, link_peak_gbps=link_peak_gbps)
-        shown = df.select([c for c in TABLE_COLUMNS[by] if c in df.columns]) if fmt == "table" else df
+        shown = df.select([c for c in TABLE_COLUMNS[by] if c in df.columns]) if fmt in ("table", "markdown") else df
         notes = [f"{len(ids)} rank(s) of one job instance; by wait, largest first"]
         if by == "collective" and df.height and df["link"].null_count() == df.height and link_peak_gbps is None:
             notes.append("link peak unknown for this device (give --link NAME or --link-peak-gbps N)")

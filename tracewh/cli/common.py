@@ -158,8 +158,12 @@ def top_option(default: int | None = 20, help: str = TOP_HELP) -> Any:
     return typer.Option(default, "--top", "-n", metavar="N", help=help)
 
 
-def format_option(default: str = "table", choices: tuple[str, ...] = ("table", "csv", "json")) -> Any:
-    """``-f/--format table|csv|json`` (or the given choices)."""
+#: The output formats of a command whose result is a table.
+TABLE_FORMATS = ("table", "csv", "json", "markdown")
+
+
+def format_option(default: str = "table", choices: tuple[str, ...] = TABLE_FORMATS) -> Any:
+    """``-f/--format table|csv|json|markdown`` (or the given choices)."""
     return typer.Option(
         default, "--format", "-f", metavar="|".join(choices),
         help=f"Output format: {', '.join(choices[:-1])} or {choices[-1]}.",
@@ -176,7 +180,7 @@ def where_option(help: str = "KEY=VALUE on a label or run field (repeatable; all
     return typer.Option(None, "--where", metavar="K=V", help=help)
 
 
-def check_format(fmt: str, choices: tuple[str, ...] = ("table", "csv", "json")) -> None:
+def check_format(fmt: str, choices: tuple[str, ...] = TABLE_FORMATS) -> None:
     """:class:`UsageError` unless ``fmt`` is one of ``choices``."""
     if fmt not in choices:
         raise UsageError(f"--format must be one of {', '.join(choices)}, not {fmt!r}")

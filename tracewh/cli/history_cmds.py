@@ -87,12 +87,12 @@ def diff(
                     typer.echo(f"note: {note}", err=True)
             return
         pair = (("A", ra), ("B", rb))
-        if fmt == "table":
+        if fmt in ("table", "markdown"):
             show(_readable_compare(runs), fmt, title="A vs B, per step", runs=pair)
             typer.echo("")
         empty = f"no GPU ops with a duration in either run at level {level}"
         show(groups, fmt, title=f"by {level}: B - A per step, by absolute impact",
-             runs=pair if fmt == "table" else (), top=top, out=out, empty=empty)
+             runs=pair if fmt in ("table", "markdown") else (), top=top, out=out, empty=empty)
 
 
 def _readable_compare(df: pl.DataFrame) -> pl.DataFrame:
@@ -144,7 +144,7 @@ def history(
         empty = "no run" + (f" matches {filters}" if filters else "") + (f" since {since}" if since else "")
         if op is not None:
             df = wh.roofline_history(op=op, since=since, where=filters)
-            shown = df.drop("labels_json") if fmt == "table" and "labels_json" in df.columns else df
+            shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
             show(shown, fmt, title=f"history: operators ~ {op!r}, achieved rates", top=top,
                  out=out, empty=empty, absolute=True)
             return
@@ -155,7 +155,7 @@ def history(
         notes = []
         if df.height and (kernel or category or kernel_key) and int(df["calls"].sum() or 0) == 0:
             notes.append(f"no GPU op matched {what} in these runs (calls 0 everywhere)")
-        shown = df.drop("labels_json") if fmt == "table" and "labels_json" in df.columns else df
+        shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
         show(shown, fmt, title=f"history: {what}, per step", top=top, out=out, notes=notes,
              empty=empty, absolute=True)
 

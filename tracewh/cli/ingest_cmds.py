@@ -232,7 +232,7 @@ def runs(
                 values = wh.label_values(key)
                 hints.append(f"{key}: {', '.join(values[:8])}" if values else f"no run has {key!r}")
             empty = f"no run matches {', '.join(f'{k}={v}' for k, v in filters.items())} ({'; '.join(hints)})"
-        if fmt == "table":
+        if fmt in ("table", "markdown"):
             df = _labels_text(df)
             if not all_columns:
                 df = df.select([c for c in RUNS_COLUMNS if c in df.columns])

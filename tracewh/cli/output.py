@@ -39,7 +39,7 @@ __all__ = [
     "show", "terminal_width", "to_text", "write_out",
 ]  # fmt: skip
 
-FORMATS = ("table", "csv", "json")
+FORMATS = ("table", "csv", "json", "markdown")
 #: Width used when there is no terminal and no ``COLUMNS``.
 DEFAULT_WIDTH = 120
 MIN_WIDTH = 40
@@ -157,7 +157,7 @@ def show(
         The result, exact values, units in the column names (``total_ns``): a Polars frame,
         or a query's plain :class:`~tracewh.query.db.Rows` (a terminal table then needs no Polars).
     fmt
-        ``table``, ``csv`` or ``json``.
+        ``table``, ``csv``, ``json`` or ``markdown`` (the table's cells as a Markdown table).
     title
         What the table is (``"kernels by total"``); the run is added to it.
     run
@@ -193,7 +193,7 @@ def show(
         extra.append(f"showing {height} of {total} rows (--top N to change, --top 0: all)")
     if not height and empty:
         extra.append(empty)
-    if fmt != "table":
+    if fmt not in ("table", "markdown"):
         frame = _frame(df)
         # CSV on a terminal: control characters made visible, as `ls` does with names;
         # piped or written to --out PATH it is the exact data (JSON escapes them itself)
@@ -215,6 +215,14 @@ def show(
     origin = origin_ns if origin_ns is not None else (run.start_ns if run is not None else None)
     label = "the run's start" if run is not None and origin_ns is None and origin is not None else None
     shown = display(df, origin_ns=origin, origin_label=label, absolute=absolute)
+    if fmt == "markdown":  # a document on stdout; the notes for people on stderr
+        from tracewh.cli.markdown import document
+
+        subtitles = [f"{role}: {run_title(ref)}" for role, ref in runs]
+        typer.echo(document(head, subtitles, shown.legend, shown.columns, empty=not height), nl=False)
+        for line in extra:
+            note(line)
+        return
     if shown.legend and height:
         lines += _wrap("; ".join(shown.legend), width)
     if shown.columns and height:

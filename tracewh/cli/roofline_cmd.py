@@ -78,7 +78,7 @@ def roofline(
         shown = df.head(top) if top else df
         if out is not None:
             write_out(shown, out)
-        if fmt == "table":
+        if fmt in ("table", "markdown"):
             shown = shown.select([c for c in TABLE_COLUMNS if c in shown.columns])
         empty = (f"no CPU operator matches {op!r} in run {ref.short_id}" if op
                  else f"no CPU operator with GPU time in run {ref.short_id}")
