@@ -28,8 +28,8 @@
 --            cudaMemcpyAsync),
 --            loading (its name matches one of the regular expressions of `loading`)
 --
--- cp_names(run_id, event_indexes)  (table macro)
---   grain: one row per event of the run whose event_index is in event_indexes (BIGINT[]).
+-- cp_names(run_id, lo_ns, hi_ns)  (table macro)
+--   grain: one row per event of cp_cpu and of cp_gpu (the graph's events) of the window.
 --   columns: event_index, name
 --
 -- cp_thread_merge(run_id, lo_ns, hi_ns)  (table macro)
@@ -101,16 +101,18 @@ b AS (SELECT CASE WHEN count(DISTINCT tid) = 1 THEN min(tid) END AS t FROM w
 SELECT b.t AS from_tid, f.t AS to_tid FROM f, b
 WHERE f.t IS NOT NULL AND b.t IS NOT NULL AND f.t <> b.t;
 
-CREATE OR REPLACE MACRO cp_names(run_id, event_indexes) AS TABLE
+CREATE OR REPLACE MACRO cp_names(run_id, lo_ns, hi_ns) AS TABLE
 SELECT e.event_index, e.name
 FROM events e
 JOIN runs r ON r.run_id = e.run_id AND r.ingest_id = e.ingest_id
-WHERE e.run_id = run_id AND list_contains(CAST(event_indexes AS BIGINT[]), e.event_index)
+WHERE e.run_id = run_id AND e.cat IN ('cpu_op', 'cuda_runtime', 'cuda_driver', 'hip_runtime')
+  AND e.dur_ns > 0
+  AND (lo_ns IS NULL OR e.ts_ns >= lo_ns) AND (hi_ns IS NULL OR e.ts_ns <= hi_ns)
 UNION ALL
 SELECT g.event_index, g.name
-FROM gpu_ops g
-JOIN runs r ON r.run_id = g.run_id AND r.ingest_id = g.ingest_id
-WHERE g.run_id = run_id AND list_contains(CAST(event_indexes AS BIGINT[]), g.event_index);
+FROM cp_gpu(run_id, lo_ns, hi_ns) x
+JOIN gpu_ops g ON g.run_id = run_id AND g.event_index = x.event_index
+JOIN runs r ON r.run_id = g.run_id AND r.ingest_id = g.ingest_id;
 
 CREATE OR REPLACE MACRO cp_gpu(run_id, lo_ns, hi_ns) AS TABLE
 WITH rt AS (

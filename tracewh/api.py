@@ -1064,8 +1064,7 @@ class Warehouse:
             path = cp.critical_path(*rows, merge_tids=dict(zip(
                 merge["from_tid"].to_list(), merge["to_tid"].to_list(), strict=True)))
             del rows
-            ids = path.edges["event_index"].drop_nulls().unique().to_list()
-            names = self.call("cp_names", ref.run_id, event_indexes=ids)
+            names = self.call("cp_names", ref.run_id, lo_ns=lo, hi_ns=hi)
         path = cp.with_names(path, names)
         path.extra.update(run_id=ref.run_id, rank=ref.rank, step=step, lo_ns=lo, hi_ns=hi)
         ranks = self.rank_runs(run=ref)

@@ -459,12 +459,15 @@ def _longest_path(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, n: int) 
             if indeg[v] == 0:
                 ready.append(v)
     end = int(np.argmax(dist_np))
-    path = []
-    e = pred_np[end]
+    del best_np, dist_np, indeg_np
+    path = np.empty(n, np.int64)  # filled from the end backwards
+    k = n
+    e = int(pred_np[end])
     while e >= 0:
-        path.append(int(e))
-        e = pred_np[src[e]]
-    return np.asarray(path[::-1], dtype=np.int64)
+        k -= 1
+        path[k] = e
+        e = int(pred_np[src[e]])
+    return path[k:].copy()
 
 
 def with_names(path: CriticalPath, names: pl.DataFrame) -> CriticalPath:
