@@ -194,7 +194,7 @@ def test_a_scanned_folder_reports_what_it_skips_and_never_blocks(tmp_path: Path)
     assert "cannot be followed" in why["loop.pt.trace.json"]
     assert "a socket" in why["sock.pt.trace.json"]
     text = _tw("ingest", str(folder), "-w", str(tmp_path / "wh"), timeout=120)
-    assert "skipped 5 that are not regular files" in text.stdout
+    assert "skipped 5 (not regular files, links out, warehouses)" in text.stdout
     assert "a FIFO (named pipe)" in text.stdout
 
 

@@ -63,13 +63,13 @@ def _summary(report: IngestReport, console: Console) -> None:
 
     n_in, n_fail = len(report.ingested), len(report.failed)
     n_already = sum(1 for r in report.skipped if r.run_id)
-    n_other = len(report.skipped) - n_already  # not regular files, found in a directory
+    n_other = len(report.skipped) - n_already  # not regular files, links out, warehouses
     events = sum(r.events for r in report.ingested)
     mb = sum(r.bytes for r in report.ingested) / 1e6
     console.print(
         f"ingested {n_in} file(s) ({events:,} events, {mb:.1f} MB), "
         f"already ingested {n_already}, failed {n_fail}"
-        + (f", skipped {n_other} that are not regular files" if n_other else "")
+        + (f", skipped {n_other} (not regular files, links out, warehouses)" if n_other else "")
     )
     if report.cleanup and (report.cleanup.orphan_ingests or report.cleanup.staging_removed):
         console.print(

@@ -80,15 +80,34 @@ def _is_trace_name(name: str) -> bool:
     return (name.endswith(".json") or name.endswith(".json.gz")) and name not in SIDECARS
 
 
+def is_warehouse(folder: Path) -> bool:
+    """Whether ``folder`` is a tracewh warehouse (``tables/runs/_delta_log``) or a Delta table."""
+    try:
+        return (folder / "tables" / "runs" / "_delta_log").is_dir() or (folder / "_delta_log").is_dir()
+    except OSError:
+        return False
+
+
+def _inside(path: Path, real_root: str) -> bool:
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
 def _scan(root: Path) -> tuple[list[Path], list[FileResult]]:
     """Trace-named entries under ``root`` (hidden ones and symlinked folders not entered).
 
-    Regular files (or links to one) are returned; every other entry with a
-    trace's name (a dangling link, a FIFO, a device, a socket...) becomes a
-    skipped :class:`FileResult` saying what it is. Nothing is opened.
+    Regular files (or links to one inside ``root``) are returned; every other entry with
+    a trace's name (a dangling link, a link out of ``root``, a FIFO, a device, a
+    socket...) becomes a skipped :class:`FileResult` saying what it is. A tracewh
+    warehouse (or a Delta table) found under ``root``, or ``root`` itself, is not
+    scanned: one skipped result says so. Nothing is opened.
     """
     found: list[Path] = []
     skipped: list[FileResult] = []
+    real_root = os.path.realpath(root)
+    if is_warehouse(root):
+        return [], [FileResult(os.path.abspath(root), "skipped",
+                               error=f"{root}: a tracewh warehouse, not scanned for traces")]
 
     def walk_error(exc: OSError) -> None:
         skipped.append(FileResult(
@@ -98,11 +117,17 @@ def _scan(root: Path) -> tuple[list[Path], list[FileResult]]:
 
     for folder, dirs, names in os.walk(root, onerror=walk_error, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for d in [d for d in dirs if is_warehouse(Path(folder) / d)]:
+            dirs.remove(d)  # its own files are no traces (`ingest . -w ./wh`)
+            skipped.append(FileResult(os.path.abspath(Path(folder) / d), "skipped",
+                                      error=f"{Path(folder) / d}: a tracewh warehouse, not scanned for traces"))
         for name in sorted(names):
             if name.startswith(".") or not _is_trace_name(name):
                 continue
             path = Path(folder) / name
             kind = not_regular(path)
+            if kind is None and path.is_symlink() and not _inside(path, real_root):
+                kind = f"a symbolic link out of {root}, not followed (give the file itself to ingest it)"
             if kind is None:
                 found.append(path)
             else:

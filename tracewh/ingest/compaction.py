@@ -41,7 +41,9 @@ import pyarrow.parquet as pq
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
+from tracewh.core.errors import WarehouseError
 from tracewh.schema.arrow import TABLES
+from tracewh.storage.confined import TableBounds
 from tracewh.storage.store import Store
 
 #: Files at least this large are left alone; smaller ones are merged into files of about it.
@@ -201,6 +203,13 @@ def compact_table(
     ):
         snapshot = store.table(name)
         files = _live_files(store, name, snapshot)
+        bounds = TableBounds(store.table_uri(name), remote=store.remote)
+        for f in files:  # never merge (read) a file the log names outside the table
+            why = bounds.problem(f"{store.table_uri(name)}/{f.path}")
+            if why is not None:
+                raise WarehouseError(
+                    store.root, f"table {name}: its log names a data file that {why}: {f.path} "
+                    "(nothing was compacted; run `tracewh verify`)")
         if not held or len(files) <= max_files:
             return CompactResult(len(files), len(files), 0, False)
         bins = _bins(files, target_bytes)

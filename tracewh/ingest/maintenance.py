@@ -28,6 +28,7 @@ from tracewh.core.sqlfiles import glob_escaped, sql_string
 from tracewh.ingest.cleanup import cleanup, find_orphans
 from tracewh.ingest.compaction import compact_table
 from tracewh.schema.arrow import CHILD_TABLES, TABLES
+from tracewh.storage.confined import TableBounds
 from tracewh.storage.store import Store
 
 
@@ -136,10 +137,15 @@ def _check_files(store: Store, report: VerifyReport, fs: Any) -> dict[str, list[
         paths = actions.column("path").to_pylist() if actions.num_rows else []
         sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
         ok_files: list[str] = []
+        bounds = TableBounds(root, remote=store.remote)
         for rel, size in zip(paths, sizes, strict=True):
             full = f"{root}/{rel}" if store.remote else str(Path(root) / rel)
             referenced.add(os.path.normpath(rel))
             report.files += 1
+            outside = bounds.problem(full)
+            if outside is not None:  # never opened: the log may point anywhere
+                report.problems.append(f"{name}: the log names a data file that {outside}: {rel}")
+                continue
             problem = _file_problem(fs, full, rel, size)
             if problem is not None:
                 report.problems.append(f"{name}: {problem}")

@@ -41,6 +41,9 @@ def read_sidecar_labels(path: Path) -> dict[str, str]:
     sidecar = path.parent / "run.json"
     if not sidecar.exists() and not sidecar.is_symlink():
         return {}
+    if sidecar.is_symlink():  # never read through a link: its content would become labels
+        raise TraceFormatError(sidecar, "run.json is a symbolic link: not followed "
+                                        "(labels come only from a regular run.json beside the trace)")
     try:  # a FIFO or device named run.json fails here, at once (never read)
         with open_regular(sidecar) as f:
             data = json.loads(f.read(16 << 20).decode("utf-8"))

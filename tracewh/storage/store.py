@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -53,6 +52,8 @@ from tracewh.core.errors import (
     WarehousePathError,
 )
 from tracewh.storage import deltalog
+from tracewh.storage.confined import TableBounds
+from tracewh.storage.scratch import scratch_dir
 
 # deltalake, pyarrow and the Arrow schemas are imported where they are used: a query
 # command reads the snapshot through :mod:`tracewh.storage.deltalog` and needs none of them
@@ -165,8 +166,9 @@ class Store:
     lease_s
         Object stores: an ingest whose lease is older than this is dead.
     scratch
-        Object stores: the local folder for staging and locks (default: one
-        per warehouse URL in the system temp directory).
+        Object stores: the local folder for staging and locks (default: one per warehouse
+        URL in a private folder of the user, ``$TMPDIR/tracewh-<uid>/``, checked before use:
+        see :mod:`tracewh.storage.scratch`).
     """
 
     root: Path | str
@@ -197,8 +199,7 @@ class Store:
             return self.root
         if self.scratch is not None:
             return self.scratch
-        digest = hashlib.sha1(self.root.encode()).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / f"tracewh-{digest}"
+        return scratch_dir(self.root)  # private to this user, checked (tracewh.storage.scratch)
 
     @property
     def tables_dir(self) -> Path:
@@ -508,7 +509,22 @@ class Store:
         return self._decoded(self.table(name, version=version).file_uris())
 
     def _live(self, name: str) -> list[tuple[str, str | None]]:
-        """(file, its ``day`` partition value) of each live file of a table's latest snapshot."""
+        """(file, its ``day`` partition value) of each live file of a table's latest snapshot.
+
+        Every file must lie inside the table (:mod:`tracewh.storage.confined`): a log naming
+        one outside it raises :class:`WarehouseError` naming the file, and nothing is read.
+        """
+        found = self._live_unchecked(name)
+        bounds = TableBounds(self.table_uri(name), remote=self.remote)
+        for path, _ in found:
+            why = bounds.problem(path)
+            if why is not None:
+                raise WarehouseError(
+                    self.root, f"table {name}: its log names a data file that {why}: "
+                    f"{bounds.relative(path)} (nothing was read; run `tracewh verify`)")
+        return found
+
+    def _live_unchecked(self, name: str) -> list[tuple[str, str | None]]:
         if not self.remote:
             try:
                 found = deltalog.live_files(self.table_uri(name))
