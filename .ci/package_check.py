@@ -206,18 +206,29 @@ def smoke(kind: str, artifact: Path, work: Path, expected: list[dict[str, object
 
 
 def no_compiler(sdist: Path, work: Path, expected: list[dict[str, object]]) -> None:
-    """The sdist built without a C compiler: one line says so, ingest says so once, same rows."""
+    """The sdist built without a C compiler: one line says so, ingest says so once, same rows.
+
+    Reinstalled (``--no-deps``) into the sdist's venv when there is one, else a fresh venv.
+    """
     t0 = time.perf_counter()
     home = work / "no-compiler"
     home.mkdir(parents=True)
-    python, tracewh = make_venv(home / "venv")
+    venv = work / "sdist" / "venv"
+    python, tracewh = ((venv / "bin" / "python", venv / "bin" / "tracewh") if venv.is_dir()
+                       else make_venv(home / "venv"))
     env = clean_env(CC="false")
-    done = run([python, "-m", "pip", "install", "-v", "--disable-pip-version-check", sdist],
-               cwd=home, env=env)
+    done = run([python, "-m", "pip", "install", "-v", "--disable-pip-version-check",
+                "--force-reinstall", "--no-deps", "--no-cache-dir", sdist], cwd=home, env=env)
+    if not venv.is_dir():  # the dependencies too, in a fresh venv
+        run([python, "-m", "pip", "install", "--quiet", sdist], cwd=home, env=env)
     notices = [line for line in (done.stdout + done.stderr).splitlines()
                if "C staging extension" in line and "not built" in line]
     if len(notices) != 1:
         raise Failed(f"no compiler: expected one build notice, got {notices}")
+    native = run([python, "-c", "import tracewh.ingest.fast as f; print(f.native() is None)"],
+                 cwd=home, env=env).stdout.strip()
+    if native != "True":
+        raise Failed("no compiler: the C extension is importable after a build without a compiler")
     traces = home / "traces"
     shutil.copytree(SAMPLE, traces)
     ingest = run([tracewh, "ingest", traces, "-w", home / "wh"], cwd=home, env=env)

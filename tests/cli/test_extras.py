@@ -63,3 +63,15 @@ def test_ingest_without_the_c_extension_says_so_once(
     if fast.native() is not None:
         res = CliRunner().invoke(app, ["ingest", str(traces), "-w", str(tmp_path / "wh2")])
         assert res.exit_code == 0 and "not built" not in res.stderr
+
+
+def test_click_errors_pass_through_handle_errors() -> None:
+    """Typer's (vendored) Click errors keep their own handling: usage errors exit 2."""
+    import typer
+
+    from tracewh.cli.common import handle_errors
+
+    with pytest.raises(typer.BadParameter), handle_errors():
+        raise typer.BadParameter("bad value")
+    with pytest.raises(typer.Abort), handle_errors():
+        raise typer.Abort()

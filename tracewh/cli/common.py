@@ -36,10 +36,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperArgument, TyperGroup
 from typer.models import ArgumentInfo, OptionInfo
+
+try:  # Typer 0.2x vendors Click (typer._click) and does not depend on the click package
+    from typer._click.exceptions import ClickException
+except ImportError:  # an older Typer: Click itself
+    from click.exceptions import ClickException  # type: ignore[no-redef,import-not-found,assignment,unused-ignore]
 
 from tracewh.core.errors import TracewhError, UsageError
 from tracewh.core.stopping import stop_on_signals
@@ -270,7 +274,7 @@ def handle_errors() -> Iterator[None]:
     try:
         with stop_on_signals():  # SIGTERM/SIGHUP unwind like Ctrl-C: cleanup runs, workers stop
             yield
-    except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+    except (typer.Exit, typer.Abort, ClickException):
         raise
     except TracewhError as exc:
         typer.echo(f"error: {escape_control(str(exc))}", err=True)
