@@ -16,6 +16,7 @@ from tracewh.cli.common import (
     format_option,
     handle_errors,
     out_option,
+    run_option,
     selector,
     top_option,
     warehouse_option,
@@ -26,6 +27,7 @@ from tracewh.cli.output import note, show
 @app.command("critical-path")
 def critical_path(
     run: str | None = typer.Argument(None, metavar="[RUN]", help="The run: a run_id prefix, KEY=VALUE, latest (default).", show_default=False),
+    run_opt: list[str] | None = run_option("The run, as --run SEL (the same as RUN; terms combine)."),
     warehouse: str = warehouse_option(),
     step: int | None = typer.Option(None, "--step", metavar="N", help="Only step N (ProfilerStep#N): CPU events starting in it, GPU ops launched in it. Default: the whole run."),
     by: str = typer.Option("bound", "--by", metavar="bound|step|edge", help="bound: time by what bounds the path; step: one row per step (every step's own path); edge: the path's edges, longest first."),
@@ -51,7 +53,7 @@ def critical_path(
 
             raise UsageError(f"--by must be bound, step or edge, not {by!r}")
         wh = Warehouse(warehouse)
-        ref = wh.resolve_run(selector(run))
+        ref = wh.resolve_run(selector(run, run_opt))
         patterns = tuple(data_loading or ())
         if by == "step":
             df = wh.critical_path_steps(ref, data_loading=patterns)
