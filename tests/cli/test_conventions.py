@@ -145,3 +145,15 @@ def test_flame_old_format_spelling_works_and_warns_on_stderr(warehouse: Path, tm
     clash = CliRunner().invoke(app, ["flame", "-w", str(warehouse), "--out", str(tmp_path / "c"),
                                      "--format", "speedscope", "--file-format", "folded"])
     assert clash.exit_code == 2 and "disagree" in clash.stderr
+
+
+def test_version_option_imports_nothing_heavy() -> None:
+    probe = (
+        "import sys; from typer.testing import CliRunner; from tracewh.cli import app; "
+        "r = CliRunner().invoke(app, ['--version']); "
+        "heavy = ('polars', 'pyarrow', 'deltalake', 'altair', 'pydantic'); "
+        "print(r.exit_code, sorted(h for h in heavy if h in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.strip() == "0 []"

@@ -19,6 +19,7 @@ from tracewh.cli import (
     memory_cmd,
     report_cmds,
     roofline_cmd,
+    schema_cmd,
     synth_cmd,
 )
 from tracewh.cli.common import app, apply_metavars
@@ -26,7 +27,8 @@ from tracewh.cli.conventions import finish, version_callback
 
 __all__ = [
     "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "critical_path_cmd", "history_cmds",
-    "ingest_cmds", "memory_cmd", "report_cmds", "roofline_cmd", "synth_cmd",
+    "ingest_cmds", "memory_cmd", "report_cmds", "roofline_cmd", "schema_cmd",
+    "synth_cmd",
 ]
 
 

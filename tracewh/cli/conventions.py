@@ -28,7 +28,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Ingest": ("ingest", "runs"),
     "Analyse": (
         "kernels", "gaps", "launches", "queue", "steps", "memcpy", "breakdown", "memory",
-        "roofline", "ranks", "collectives", "critical-path", "sql",
+        "roofline", "ranks", "collectives", "critical-path", "sql", "schema",
     ),
     "Attribution": ("ops", "modules", "annotations"),
     "History": ("history", "diff", "check", "changes"),
