@@ -37,8 +37,10 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _notice(ext: Extension, exc: BaseException) -> None:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        reason = reason if len(reason) <= 120 else reason[:119] + "…"
+        detail = " ".join(str(exc).split())
+        detail = detail if len(detail) <= 80 else detail[:79] + "…"
+        compiler = type(exc).__name__ in ("CompileError", "CCompilerError", "LinkError", "PlatformError")
+        reason = f"no working C compiler: {detail}" if compiler else f"{type(exc).__name__}: {detail}"
         print(NOTICE.format(name=ext.name, reason=reason), file=sys.stderr)
 
 
