@@ -78,3 +78,24 @@ def test_the_contracts_described_are_the_contracts_configured() -> None:
         for section in config.sections() if section.startswith("importlinter:contract:")
     }
     assert described == configured
+
+
+def test_the_warehouse_facade_is_thin() -> None:
+    """``Warehouse`` under 400 lines, and nothing below the facade imports it or names its type."""
+    import ast
+
+    api = (TRACEWH / "api.py").read_text(encoding="utf-8")
+    cls = next(n for n in ast.parse(api).body if isinstance(n, ast.ClassDef) and n.name == "Warehouse")
+    assert cls.end_lineno is not None and cls.end_lineno - cls.lineno + 1 < 400
+    for path in TRACEWH.rglob("*.py"):
+        rel = path.relative_to(TRACEWH)
+        if rel.parts[0] in ("cli", "api.py", "__main__.py"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "tracewh.api", rel
+            if isinstance(node, ast.Name | ast.Attribute) and getattr(node, "id", getattr(node, "attr", "")) == "Warehouse":
+                raise AssertionError(f"{rel} names Warehouse (line {node.lineno})")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == "Warehouse":
+                raise AssertionError(f"{rel} names Warehouse in an annotation (line {node.lineno})")

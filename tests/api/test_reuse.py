@@ -26,7 +26,7 @@ def test_reused_connection_follows_new_runs_and_days(tmp_path: Path) -> None:
     wh = Warehouse(root)
     assert wh.ingest([a]).ok
     first = wh.kernels()
-    assert wh._idle is not None  # kept for the next call
+    assert wh.catalog._idle is not None  # kept for the next call
     assert wh.ingest([b]).ok  # a new run, on another day partition
     ref_a, ref_b = (Warehouse(root).resolve_run(f"file_name={p.name}") for p in (a, b))
     assert ref_a.day != ref_b.day
@@ -53,9 +53,9 @@ def test_user_sql_never_runs_on_the_kept_connection(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path / "wh")
     assert wh.ingest([_trace(tmp_path, 4, 14)]).ok
     wh.kernels()
-    kept = wh._idle
+    kept = wh.catalog._idle
     wh.sql("SELECT count(*) FROM gpu_ops")
-    assert wh._idle is kept  # sql() used (and closed) a connection of its own
+    assert wh.catalog._idle is kept  # sql() used (and closed) a connection of its own
     with wh.session():
         inside = wh.kernels()
     assert inside.equals(wh.kernels())
@@ -78,7 +78,7 @@ def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) ->
                 for r in refs}
     wh = Warehouse(root)
     with wh.session():
-        pinned = wh._pinned
+        pinned = wh.catalog.pinned
         assert pinned is not None
         for ref in (refs[0], refs[0], refs[1], refs[0], refs[1], refs[1]):
             want = expected[ref.run_id]
@@ -95,7 +95,7 @@ def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) ->
                 assert any(before.get(n) != after.get(n) for n in after)
         aux = pinned.aux[threading.get_ident()]
         assert id(aux) in pinned.views
-    assert wh._pinned is None
+    assert wh.catalog.pinned is None
     with pytest.raises(Exception):  # noqa: B017 - closed with the session
         aux.execute("SELECT 1")
 

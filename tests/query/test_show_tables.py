@@ -38,7 +38,7 @@ def _defined(kind: str) -> set[str]:
 
 @pytest.mark.parametrize("spelling", ["SHOW TABLES", "show tables;", "  Show  Tables ; "])
 def test_show_tables_lists_each_name_once(wh: Warehouse, spelling: str) -> None:
-    rows = wh.query(spelling).rows
+    rows = wh.relation(spelling).rows().rows
     names = [r[0] for r in rows]
     assert len(names) == len(set(names)), "a name listed twice"
     assert names == sorted(names)

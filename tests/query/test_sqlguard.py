@@ -174,14 +174,14 @@ def test_a_session_is_confined_once_and_keeps_its_connection(wh: Path) -> None:
     connection; an unrestricted one gets a connection of its own."""
     w = Warehouse(wh)
     with w.session():
-        pinned = w._pinned
+        pinned = w.catalog.pinned
         assert pinned is not None
         assert w.sql("SELECT count(*) AS n FROM runs")["n"][0] == 1
-        assert w.query("SELECT count(*) FROM gpu_ops").rows[0][0] > 0
+        assert w.relation("SELECT count(*) FROM gpu_ops").rows().rows[0][0] > 0
         with pytest.raises(QueryError):
             w.sql("SELECT * FROM read_text('/etc/passwd')")
         with pytest.raises(QueryError):
             w.sql("COPY (SELECT 1) TO '/tmp/tracewh-x.csv'")
         assert w.sql("SELECT 1 AS a", unrestricted=True)["a"][0] == 1
-        assert w._pinned is pinned
+        assert w.catalog.pinned is pinned
         assert pinned.con.execute("SELECT current_setting('enable_external_access')").fetchone()[0] is False

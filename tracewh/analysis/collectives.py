@@ -13,10 +13,14 @@ Units: ``*_ns`` nanoseconds, ``*_bytes`` bytes, ``*_gbps`` GB/s (1e9 bytes/s),
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracewh.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from tracewh.query.runsel import Catalog
 
 #: What ``by`` may be.
 BY: tuple[str, ...] = ("collective", "rank")
@@ -192,3 +196,43 @@ def arrival_alerts(stragglers: pl.DataFrame) -> list[str]:
             f"{row['caused_wait_ns'] / 1e6:.3f} ms"
         )
     return out
+
+
+def check_by(by: str) -> None:
+    """Refuse a ``by`` other than those of :data:`BY`."""
+    if by not in BY:
+        raise UsageError(f"--by must be one of {', '.join(BY)}, not {by!r}")
+
+
+def collectives(
+    src: Catalog,
+    ids: list[str],
+    *,
+    by: str = "collective",
+    link: str | None = None,
+    link_peak_gbps: float | None = None,
+) -> pl.DataFrame:
+    """Collectives matched across the ranks ``ids`` of a job, largest wait first.
+
+    ``by="collective"``: one row per (process group, sequence) with skew_ns, last_rank,
+    comm_ns, algbw_gbps, busbw_gbps, wait_ns and pct_of_link_peak (``collective_matches``
+    of ``sql/79_collectives.sql``; links: ``sql/79_link_peaks.sql``, or ``link`` /
+    ``link_peak_gbps``); ``by="rank"``: one row per rank with collectives, late and its
+    own wait_ns (``collective_rank_waits``). ``ids``: see
+    :meth:`tracewh.api.Warehouse.job_runs`.
+
+    Examples
+    --------
+    >>> Warehouse("wh").collectives(["latest"], by="rank")  # doctest: +SKIP
+    """
+    check_by(by)
+    if by == "rank":
+        return shape(by_wait(src.call("collective_rank_waits", ids)), by)
+    matches = src.call("collective_matches", ids)
+    info = src.sql(
+        "SELECT rank, host, device_name FROM runs WHERE list_contains($ids, run_id)",
+        {"ids": ids},
+    )
+    peaks = src.sql("SELECT * FROM link_peaks")
+    out = with_link_peak(matches, info, peaks, link=link, link_peak_gbps=link_peak_gbps)
+    return shape(by_wait(out), by)

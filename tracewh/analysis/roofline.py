@@ -15,6 +15,7 @@ Units: ``flops`` and ``bytes`` are per call; ``gpu_ns`` is the total over the ca
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -169,7 +170,7 @@ def roofline_history(
     wh: Catalog,
     *,
     op: str | None = None,
-    since: str | None = None,
+    since: str | dt.date | None = None,
     where: Mapping[str, str] | None = None,
     peak_tflops: PeakTflops | None = None,
     peak_tbs: float | None = None,

@@ -60,8 +60,8 @@ def _run(
     """
     check_format(fmt)
     wh = Warehouse(warehouse)
-    ref, data = wh.run_macro(call.name, selector(run), rows=fmt in ("table", "markdown") and out is None,
-                             **call.params)
+    rel = wh.macro_relation(call.name, selector(run), **call.params)
+    ref, data = rel.fetch("rows" if fmt in ("table", "markdown") and out is None else "polars")
     return wh, ref, data
 
 
@@ -122,9 +122,8 @@ def sql_cmd(
             spill=None if spill_limit.strip().lower() in ("", "none") else spill_limit,
         )
         wh = Warehouse(warehouse)
-        df = (wh.query(query, unrestricted=unrestricted, limits=limits)
-              if fmt in ("table", "markdown") and out is None
-              else wh.sql(query, unrestricted=unrestricted, limits=limits))
+        rel = wh.relation(query, unrestricted=unrestricted, limits=limits)
+        df = rel.rows() if fmt in ("table", "markdown") and out is None else rel.pl()
         show(df, fmt, title="sql", top=top, out=out, empty=_sql_hint(query) if _empty(df) else None)
 
 

@@ -197,14 +197,10 @@ def check_top(top: int | None) -> None:
 
 
 def parse_pairs(values: list[str] | None, option: str = "--where") -> dict[str, str]:
-    """``KEY=VALUE`` strings to a dict; :class:`UsageError` on a malformed one."""
-    out: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{option} must be KEY=VALUE, not {item!r}")
-        out[key.strip()] = value.strip()
-    return out
+    """``KEY=VALUE`` strings to a dict (:func:`tracewh.query.runsel.parse_where`)."""
+    from tracewh.query.runsel import parse_where
+
+    return parse_where(values, option)
 
 
 def _metavar_for(annotation: Any) -> str | None:

@@ -209,7 +209,45 @@ def changes(
     include_unusable: bool = False,
     today: dt.date | None = None,
 ) -> ChangesReport:
-    """Change points of every comparable series; see :meth:`tracewh.api.Warehouse.changes`."""
+    """Change points over the whole history of every comparable series.
+
+    Each series is one metric (step time, GPU idle fraction, each category, each kernel
+    key and top-level module, per step) over the comparable runs of one workload,
+    device, backend, rank and world size, oldest first. Change points come from
+    E-divisive means with a t-test corrected for the search, the runs' own step spread
+    as the noise floor (:mod:`tracewh.history.changepoint`); changes starting at the
+    same job instance form one alert group. Runs unusable for comparison
+    (:mod:`tracewh.history.health`) are left out unless ``include_unusable``.
+
+    Parameters
+    ----------
+    since
+        ``90d``, ``12w`` or a date (None: all history).
+    kernel, category, module
+        Analyse only the ops matching a kernel pattern, of a category, or under a
+        module path (at most one).
+    op
+        Analyse instead the achieved TFLOP/s of the CPU operators matching this
+        pattern (one series per operator, Input Dims, dtype and params; roofline
+        model, higher is better; ``op_series_values``). Not analysed without it: it
+        costs the roofline of every run.
+    where
+        Labels or run fields the runs must have.
+    alpha
+        Significance of a change (family-wise per split; None: the default, 1%).
+    min_change
+        Smallest relative change reported (0.02 = 2%).
+    min_ms
+        Time series whose values stay under this many ms per step are not analysed.
+    floor_ms
+        Smallest absolute change reported, ms per step.
+    keys
+        Labels that name a workload (None: ``alerts.DEFAULT_KEYS``).
+
+    Examples
+    --------
+    >>> changes(Warehouse("wh"), since="90d", category="gemm").to_dicts()  # doctest: +SKIP
+    """
     if sum(x is not None for x in (kernel, category, module, op)) > 1:
         raise UsageError("give one of --kernel, --category, --module, --op")
     if not 0 < alpha < 1:

@@ -247,10 +247,24 @@ def check(
     include_unusable: bool = False,
     op: str | None = None,
 ) -> CheckReport:
-    """Check a run and the other ranks of its job instance; see :meth:`Warehouse.check`.
+    """Check a run, and the other ranks of its job instance, for regressions in force.
 
-    ``op``: also check the achieved TFLOP/s of the CPU operators matching this pattern
-    (``op_series_values``, sql/94_op_series.sql; a drop is a regression).
+    Each series (step time, GPU idle fraction, each category, kernel key and module at
+    least ``min_ms`` per step) over the run's comparable usable runs up to it gets its
+    change points (:func:`tracewh.history.alerts.changes`); the run regressed when a change point at or before
+    it is still in force: its segment's level is above the level of the segment before
+    the change by more than ``threshold`` (relative), ``k_mad`` times the measured noise
+    and ``floor_ms`` per step. The baseline is that earlier segment (its last
+    ``baseline`` runs when given); "since" names the change's first run. Runs with
+    fewer than ``min_runs`` comparable earlier runs are not checked (listed in
+    ``CheckReport.insufficient``). With ``op``, the achieved TFLOP/s of the CPU
+    operators matching that pattern are checked too (a drop is a regression; see
+    :func:`tracewh.history.alerts.changes`).
+
+    Examples
+    --------
+    >>> report = check(Warehouse("wh"), "latest", threshold=0.1)  # doctest: +SKIP
+    >>> [f.metric for f in report.regressions]                   # doctest: +SKIP
     """
     if baseline is not None and baseline < 1:
         raise UsageError("--baseline must be at least 1")

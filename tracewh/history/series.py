@@ -60,9 +60,18 @@ def _check_level(level: str) -> None:
 def diff(
     wh: Source, a: RunSelector, b: RunSelector, *, level: str = "kernel", tolerance: float = 0.05
 ) -> pl.DataFrame:
-    """Per-group comparison of runs ``a`` and ``b`` (``run_diff``), by absolute impact.
+    """Compare runs ``a`` and ``b`` (selectors) per kernel, short name, category or op.
 
-    See :meth:`tracewh.api.Warehouse.diff`.
+    Per group: calls, calls and time per step and mean duration in A and in B, the
+    delta per step, the ratio B/A and a status (added, removed, slower, faster,
+    unchanged within ``tolerance``), by absolute impact (``run_diff`` of
+    ``sql/91_diff.sql``). Compare by ``op`` (CPU operator and input shapes),
+    ``short_name`` or ``category`` when kernel names differ (e.g. an NVIDIA run against
+    an AMD run).
+
+    Examples
+    --------
+    >>> diff(Warehouse("wh"), "night=2025-01-01", "latest", level="category")  # doctest: +SKIP
     """
     _check_level(level)
     if tolerance < 0:
@@ -94,9 +103,29 @@ def history(
     today: dt.date | None = None,
     kernel_key: str | None = None,
 ) -> pl.DataFrame:
-    """Time series per run of the matched GPU ops, step time and idle fraction.
+    """Time series, one row per run (oldest first), of step time, idle fraction and ops.
 
-    See :meth:`tracewh.api.Warehouse.history`.
+    Parameters
+    ----------
+    kernel
+        Pattern on GPU op names or short names (case-insensitive; glob with ``*?[``,
+        else substring).
+    category
+        A kernel category (``gemm``, ``attention``, ...). Neither: every GPU op.
+    since
+        ``90d``, ``12w`` (before today, UTC) or a date: runs of that day or later.
+    where
+        Labels or run fields the runs must have (``{"model": "dit-xl-2"}``).
+    kernel_key
+        A kernel key (``kernel_keys`` view; the ``key`` of a kernel change): every op
+        name under it, so a kernel renamed by recompiles stays one series.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``metric_history`` rows: day, start_ns, run_id, job, rank, labels_json,
+        n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
+        time_per_step_ns, mean_ns.
     """
     first = parse_since(since, today=today) if since is not None else None
     clauses, params = where_clause(where or {})

@@ -843,35 +843,9 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
             if (!tok_opt_f64(&a[farg[k]], &g.f[fcol[k]], &g.ok[fcol[k]])) return 0;
     }
 
-    Col *c = self->tables[is_python ? T_PY : is_gpu ? T_GEV : T_EV].cols;
-    int64_t stream = ids[2], device = ids[3];
-    int stream_ok = ids_ok[2], device_ok = ids_ok[3];
-    if (is_gpu && !stream_ok) { stream = tid; stream_ok = tid_ok; }
-    if (is_gpu && !device_ok) { device = pid; device_ok = pid_ok; }
-    if (col_i64(&c[EV_INDEX], index, 1) ||
-        col_str(&c[EV_CAT], cat, cat_len, cat != NULL) ||
-        col_str(&c[EV_NAME], name, name_len, 1) ||
-        col_i64(&c[EV_PID], pid, pid_ok) || col_i64(&c[EV_TID], tid, tid_ok) ||
-        col_str(&c[EV_PID_LABEL], NULL, 0, 0) || col_str(&c[EV_TID_LABEL], NULL, 0, 0) ||
-        col_i64(&c[EV_TS], ts, 1) || col_i64(&c[EV_DUR], dur, dur_ok) ||
-        col_i64(&c[EV_CORR], ids[0], ids_ok[0]) || col_i64(&c[EV_EXT], ids[1], ids_ok[1]) ||
-        col_i64(&c[EV_STREAM], stream, stream_ok) ||
-        col_i64(&c[EV_DEVICE], device, device_ok) ||
-        col_str(&c[EV_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, args_ok))
-        return -1;
-    if (is_python && (col_i64(&c[EV_PY_ID], ids[4], ids_ok[4]) ||
-                      col_i64(&c[EV_PY_PARENT], ids[5], ids_ok[5])))
-        return -1;
-    if (gpu_row) {
-        Col *gc = self->tables[T_GPU].cols;
-        if (col_i64(&gc[G_INDEX], index, 1)) return -1;
-        for (int k = G_GRID_X; k < G_NCOLS; k++) {
-            int bad = gc[k].kind == K_F64 ? col_f64(&gc[k], g.f[k], g.ok[k])
-                                          : col_i64(&gc[k], g.v[k], g.ok[k]);
-            if (bad) return -1;
-        }
-    }
-    return 1;
+    EventRow row = {index, pid, tid, ts, dur, pid_ok, tid_ok, dur_ok, args_ok, gpu_row, is_gpu,
+                    is_python, cat, name, cat_len, name_len, ids, ids_ok, &g};
+    return append_event(self, &row);
 }
 
 /* ------------------------------------------------------------------ the document */

@@ -646,6 +646,52 @@ static int args_json(Shredder *self, PyObject *args, PyObject **skip, int nskip,
 }
 
 /* An instant event (ph i/I): its typed memory args and args JSON. */
+/* One decided ordinary X event, as both stagers read it: shred_one from ijson's dicts, the
+ * scanner (_fastscan.c) from the document's bytes. Its args_json is in self->scratch. */
+typedef struct {
+    int64_t index, pid, tid, ts, dur;
+    int pid_ok, tid_ok, dur_ok, args_ok, gpu_row, is_gpu, is_python;
+    const char *cat, *name;
+    Py_ssize_t cat_len, name_len;
+    const int64_t *ids;  /* correlation, external id, stream, device, python id, parent */
+    const int *ids_ok;
+    const GpuArgs *g;    /* read when gpu_row */
+} EventRow;
+
+/* Append the row of an event to events / gpu_events / python (by its kind), and its
+ * gpu_ops row when it has GPU args. Returns 1, or -1 on a memory error. */
+static int append_event(Shredder *self, const EventRow *e) {
+    Col *c = self->tables[e->is_python ? T_PY : e->is_gpu ? T_GEV : T_EV].cols;
+    int64_t stream = e->ids[2], device = e->ids[3];
+    int stream_ok = e->ids_ok[2], device_ok = e->ids_ok[3];
+    if (e->is_gpu && !stream_ok) { stream = e->tid; stream_ok = e->tid_ok; }
+    if (e->is_gpu && !device_ok) { device = e->pid; device_ok = e->pid_ok; }
+    if (col_i64(&c[EV_INDEX], e->index, 1) ||
+        col_str(&c[EV_CAT], e->cat, e->cat_len, e->cat != NULL) ||
+        col_str(&c[EV_NAME], e->name, e->name_len, 1) ||
+        col_i64(&c[EV_PID], e->pid, e->pid_ok) || col_i64(&c[EV_TID], e->tid, e->tid_ok) ||
+        col_str(&c[EV_PID_LABEL], NULL, 0, 0) || col_str(&c[EV_TID_LABEL], NULL, 0, 0) ||
+        col_i64(&c[EV_TS], e->ts, 1) || col_i64(&c[EV_DUR], e->dur, e->dur_ok) ||
+        col_i64(&c[EV_CORR], e->ids[0], e->ids_ok[0]) || col_i64(&c[EV_EXT], e->ids[1], e->ids_ok[1]) ||
+        col_i64(&c[EV_STREAM], stream, stream_ok) ||
+        col_i64(&c[EV_DEVICE], device, device_ok) ||
+        col_str(&c[EV_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, e->args_ok))
+        return -1;
+    if (e->is_python && (col_i64(&c[EV_PY_ID], e->ids[4], e->ids_ok[4]) ||
+                         col_i64(&c[EV_PY_PARENT], e->ids[5], e->ids_ok[5])))
+        return -1;
+    if (e->gpu_row) {
+        Col *gc = self->tables[T_GPU].cols;
+        if (col_i64(&gc[G_INDEX], e->index, 1)) return -1;
+        for (int k = G_GRID_X; k < G_NCOLS; k++) {
+            int bad = gc[k].kind == K_F64 ? col_f64(&gc[k], e->g->f[k], e->g->ok[k])
+                                          : col_i64(&gc[k], e->g->v[k], e->g->ok[k]);
+            if (bad) return -1;
+        }
+    }
+    return 1;
+}
+
 static int shred_instant(Shredder *self, PyObject *ev, int64_t index, char ph, const char *cat,
                          Py_ssize_t cat_len, const char *name, Py_ssize_t name_len,
                          int64_t pid, int pid_ok, int64_t tid, int tid_ok, int64_t ts) {
@@ -812,35 +858,9 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
     }
 
     /* decided: append */
-    Col *c = self->tables[is_python ? T_PY : is_gpu ? T_GEV : T_EV].cols;
-    int64_t stream = ids[2], device = ids[3];
-    int stream_ok = ids_ok[2], device_ok = ids_ok[3];
-    if (is_gpu && !stream_ok) { stream = tid; stream_ok = tid_ok; }
-    if (is_gpu && !device_ok) { device = pid; device_ok = pid_ok; }
-    if (col_i64(&c[EV_INDEX], index, 1) ||
-        col_str(&c[EV_CAT], cat, cat_len, cat != NULL) ||
-        col_str(&c[EV_NAME], name, name_len, 1) ||
-        col_i64(&c[EV_PID], pid, pid_ok) || col_i64(&c[EV_TID], tid, tid_ok) ||
-        col_str(&c[EV_PID_LABEL], NULL, 0, 0) || col_str(&c[EV_TID_LABEL], NULL, 0, 0) ||
-        col_i64(&c[EV_TS], ts, 1) || col_i64(&c[EV_DUR], dur, dur_ok) ||
-        col_i64(&c[EV_CORR], ids[0], ids_ok[0]) || col_i64(&c[EV_EXT], ids[1], ids_ok[1]) ||
-        col_i64(&c[EV_STREAM], stream, stream_ok) ||
-        col_i64(&c[EV_DEVICE], device, device_ok) ||
-        col_str(&c[EV_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, args_ok))
-        return -1;
-    if (is_python && (col_i64(&c[EV_PY_ID], ids[4], ids_ok[4]) ||
-                      col_i64(&c[EV_PY_PARENT], ids[5], ids_ok[5])))
-        return -1;
-    if (gpu_row) {
-        Col *gc = self->tables[T_GPU].cols;
-        if (col_i64(&gc[G_INDEX], index, 1)) return -1;
-        for (int k = G_GRID_X; k < G_NCOLS; k++) {
-            int bad = gc[k].kind == K_F64 ? col_f64(&gc[k], g.f[k], g.ok[k])
-                                          : col_i64(&gc[k], g.v[k], g.ok[k]);
-            if (bad) return -1;
-        }
-    }
-    return 1;
+    EventRow row = {index, pid, tid, ts, dur, pid_ok, tid_ok, dur_ok, args_ok, gpu_row, is_gpu,
+                    is_python, cat, name, cat_len, name_len, ids, ids_ok, &g};
+    return append_event(self, &row);
 }
 
 #include "_fastscan.c"

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tracewh.schema.arrow import TABLES
 from tracewh.storage.store import Store, writer_properties
 
 if TYPE_CHECKING:
+    import polars as pl
     import pyarrow as pa
 
 _RETRIES = 20
@@ -113,3 +115,28 @@ def add_fingerprints(store: Store, rows: pa.Table) -> int:
                     raise
                 time.sleep(0.05 * (attempt + 1))
     return 0
+
+
+def backfill(store: Store, sql: Callable[..., pl.DataFrame], *, batch: int = 64) -> int:
+    """Store the fingerprint of every visible run without one; how many were added.
+
+    ``sql(query, params, days=...)`` runs a read-only query over the warehouse's views (the
+    facade's :meth:`~tracewh.api.Warehouse.sql`): the runs without a fingerprint, then their
+    signatures (``run_fingerprints_in``), ``batch`` runs (of their day partitions) per
+    query and commit (:func:`add_fingerprints`).
+    """
+    missing = sql(
+        "SELECT r.run_id, r.day FROM runs r "
+        "WHERE NOT EXISTS (SELECT 1 FROM fingerprints f WHERE f.run_id = r.run_id) "
+        "ORDER BY r.day, r.run_id"
+    )
+    todo: list[tuple[Any, ...]] = list(missing.iter_rows())
+    added = 0
+    for i in range(0, len(todo), batch):
+        chunk = todo[i : i + batch]
+        rows = sql(
+            "SELECT * FROM run_fingerprints_in($ids)", {"ids": [r for r, _ in chunk]},
+            days={d for _, d in chunk},
+        )
+        added += add_fingerprints(store, rows.to_arrow())
+    return added

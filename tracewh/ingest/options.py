@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import duckdb
 
-from tracewh.core.errors import TracewhError
+from tracewh.core.errors import TracewhError, UsageError
 
 if TYPE_CHECKING:
     pass
@@ -90,6 +90,16 @@ class IngestOptions:
     threads: int = 2  # DuckDB threads of the linkage and writing (the batch lowers it per process)
     ingested_at: datetime | None = None
     group_tiny: bool = True  # link and write the tiny traces of a batch together
+
+    @classmethod
+    def checked(cls, **options: Any) -> IngestOptions:
+        """Options given by a user (the API, the CLI): ``steps`` at least 1, a non-empty marker."""
+        steps, marker = options.get("steps"), options.get("step_marker")
+        if steps is not None and steps < 1:
+            raise UsageError("--steps must be at least 1")
+        if marker is not None and not marker.strip():
+            raise UsageError("--step-marker must not be empty")
+        return cls(**options)
 
 
 @dataclass(frozen=True)

@@ -14,21 +14,27 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from tracewh.core.cache import cache_folder, own_file
-from tracewh.core.errors import QueryError, SqlDefinitionError
-from tracewh.core.sqlfiles import SQL_DIR, glob_escaped, sql_files, sql_string
+from tracewh.core.errors import SqlDefinitionError
+from tracewh.core.sqlfiles import SQL_DIR, sql_files, sql_string
+from tracewh.query.fetch import Rows, fetch_frame, fetch_rows, first_line, to_frame
 from tracewh.query.graphalign import graph_align
-from tracewh.schema.plain import duck_type as _duck_type
+from tracewh.query.views import (
+    create_raw_relations,
+    create_visible_views,
+    files_sql,
+    null_list,
+    parquet_files_sql,
+    select_list,
+)
 
 if TYPE_CHECKING:
-    import polars as pl
     import pyarrow as pa
 
 __all__ = [
@@ -44,7 +50,7 @@ TableInfo = tuple[str, bool]
 #: version): the schema and this module. Hashing them, rather than the Arrow schemas,
 #: keeps pyarrow out of a query command's start.
 _CATALOG_SOURCES = (Path(__file__).parents[1] / "schema" / "arrow.py", Path(__file__),
-                    Path(__file__).with_name("graphalign.py"))
+                    Path(__file__).with_name("graphalign.py"), Path(__file__).with_name("views.py"))
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Register the Python scalar functions ``sql/`` calls (DuckDB binds them by name).
@@ -71,107 +77,6 @@ def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> Non
             con.execute(path.read_text(encoding="utf-8"))
         except duckdb.Error as exc:
             raise SqlDefinitionError(path, first_line(exc)) from exc
-
-
-def table_columns_sql(table: str) -> str:
-    """``col TYPE, ...`` for a warehouse table, from its Arrow schema."""
-    from tracewh.schema.arrow import TABLES
-
-    schema = TABLES[table].schema
-    return ", ".join(f'"{f.name}" {_duck_type(f.type)}' for f in schema)
-
-
-#: The partition value of a data file, from its own folder name (``.../day=2025-01-08/x.parquet``).
-_DAY_OF_FILE = "CAST(regexp_extract(filename, '/day=([0-9]{4}-[0-9]{2}-[0-9]{2})/[^/]*$', 1) AS DATE)"
-
-
-def _select_list(table: str, *, from_files: bool = False) -> str:
-    """Every column of ``table``, cast to its schema type; from files, ``day`` from the file name."""
-    from tracewh.schema.arrow import TABLES
-
-    spec = TABLES[table]
-    cols = []
-    for f in spec.schema:
-        expr = _DAY_OF_FILE if from_files and f.name in spec.partition_by else f'"{f.name}"'
-        cols.append(f'CAST({expr} AS {_duck_type(f.type)}) AS "{f.name}"')
-    return ", ".join(cols)
-
-
-def _null_list(table: str) -> str:
-    """``CAST(NULL AS type) AS "col", ...`` of every column of ``table`` (an empty typed row)."""
-    from tracewh.schema.arrow import TABLES
-
-    schema = TABLES[table].schema
-    return ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
-
-
-def files_sql(select_list: str, paths: Sequence[str], *, null_list: str | None = None) -> str:
-    """``SELECT <select_list>`` of Parquet ``paths`` (a table's snapshot files).
-
-    ``select_list`` reads the files' columns and ``filename`` (the file's path: the
-    partition value comes from the file's own folder name, see ``_select_list(...,
-    from_files=True)``). Hive partitioning is off: DuckDB would read every ``key=value``
-    folder of the *whole* path, so a warehouse under ``/data/run_id=x/`` got ``run_id`` =
-    ``x`` on every row; glob characters of the paths match literally (:func:`glob_escaped`).
-    DDL takes no parameters: the snapshot's file paths (from the Delta log, not user
-    input) become SQL string literals, quotes doubled. With ``null_list`` (a *partial*
-    table: some files written before columns were added to it), the files are read by
-    column name (``union_by_name``) and united by name with an empty typed row set, so
-    a column no file has reads NULL; otherwise every file has every column and binding
-    reads one footer.
-    """
-    listing = ", ".join(sql_string(glob_escaped(p)) for p in paths)
-    options = "hive_partitioning = false, filename = true"
-    if null_list is None:
-        source = f"read_parquet([{listing}], {options})"
-    else:
-        source = (
-            f"(SELECT * FROM read_parquet([{listing}], {options}, union_by_name = true) "
-            f"UNION ALL BY NAME SELECT {null_list}, CAST(NULL AS VARCHAR) AS filename WHERE false)"
-        )
-    return f"SELECT {select_list} FROM {source}"
-
-
-def parquet_files_sql(table: str, paths: Sequence[str]) -> str:
-    """``SELECT`` of every row of ``table`` from its data files, typed as the schema
-    (:func:`files_sql` with the table's select list; files with every column)."""
-    return files_sql(_select_list(table, from_files=True), paths)
-
-
-def create_raw_relations(
-    con: duckdb.DuckDBPyConnection,
-    files: Mapping[str, Sequence[str]],
-    partial: Collection[str] = (),
-) -> None:
-    """Create ``raw_<table>`` views over Parquet files (or empty typed tables).
-
-    ``files`` maps a table name to the Parquet files of the current snapshot.
-    Tables in ``partial`` are read by column name (:func:`files_sql`).
-    """
-    from tracewh.schema.arrow import TABLES
-
-    for name in TABLES:
-        paths = list(files.get(name, ()))
-        if paths:
-            sql = files_sql(_select_list(name, from_files=True), paths,
-                            null_list=_null_list(name) if name in partial else None)
-            con.execute(f"CREATE OR REPLACE VIEW raw_{name} AS {sql}")
-        else:
-            con.execute(f"CREATE OR REPLACE TABLE raw_{name} ({table_columns_sql(name)})")
-
-
-def create_visible_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the base views (one per table) holding visible rows only."""
-    from tracewh.schema.arrow import TABLES
-
-    con.execute("CREATE OR REPLACE VIEW runs AS SELECT * FROM raw_runs")
-    con.execute("CREATE OR REPLACE VIEW ingest_log AS SELECT * FROM raw_ingest_log")
-    for name, spec in TABLES.items():
-        if spec.is_run_child:
-            con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT t.* FROM raw_{name} t "
-                f"SEMI JOIN raw_runs r ON t.run_id = r.run_id AND t.ingest_id = r.ingest_id"
-            )
 
 
 def catalog_digest(*, sql_dir: Path = SQL_DIR) -> str:
@@ -250,8 +155,8 @@ def _write_table_info(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.executemany(
         "INSERT INTO tw_tables VALUES (?, ?, ?, ?, ?, ?)",
-        [[i, name, spec.is_run_child, _select_list(name), _null_list(name),
-          _select_list(name, from_files=True)]
+        [[i, name, spec.is_run_child, select_list(name), null_list(name),
+          select_list(name, from_files=True)]
          for i, (name, spec) in enumerate(TABLES.items())],
     )
     con.execute("CREATE TABLE tw_schema AS SELECT ?::VARCHAR AS schema_key", [SCHEMA_KEY])
@@ -361,7 +266,7 @@ def shadow_files(
     ).fetchall()
     nulls = {str(name): str(null_list) for name, _, null_list, _ in rows}
     from_files = {str(name): str(f) for name, _, _, f in rows}
-    selects = {str(name): str(select_list) for name, select_list, _, _ in rows}
+    selects = {str(name): str(sel) for name, sel, _, _ in rows}
     # what each raw_<table> of this connection points at now (its view's SQL, "" for an
     # Arrow table; absent: the placeholder), kept in a connection variable: a view that
     # would be defined again over the same files is kept, which spares a reused
@@ -372,13 +277,13 @@ def shadow_files(
     shadowed: dict[str, str] = json.loads(held) if held and known else {}
     now = dict(shadowed)
     con.execute(f"SET VARIABLE {_SHADOWED} = {sql_string(_UNKNOWN)}")
-    for name, select_list in selects.items():
+    for name, select_sql in selects.items():
         paths = list(files.get(name, ()))
         if name in tables:
             con.register(f"__arrow_{name}", tables[name])
             con.execute(
                 f"CREATE OR REPLACE TEMP TABLE raw_{name} AS "
-                f"SELECT {select_list} FROM __arrow_{name}"
+                f"SELECT {select_sql} FROM __arrow_{name}"
             )
             con.unregister(f"__arrow_{name}")
             now[name] = ""  # a table, not a view: defined again whatever comes next
@@ -440,7 +345,7 @@ def connect_tables(
     for name, table in (tables or {}).items():
         con.register(f"__arrow_{name}", table)
         con.execute(
-            f"CREATE OR REPLACE TABLE raw_{name} AS SELECT {_select_list(name)} FROM __arrow_{name}"
+            f"CREATE OR REPLACE TABLE raw_{name} AS SELECT {select_list(name)} FROM __arrow_{name}"
         )
         con.unregister(f"__arrow_{name}")
     create_visible_views(con)
@@ -466,77 +371,3 @@ def view_names(con: duckdb.DuckDBPyConnection) -> Iterable[str]:
         "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
     ).fetchall()
     return [r[0] for r in rows]
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type's name when it has none)."""
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A query result as plain Python values: column names, DuckDB type names, rows."""
-
-    columns: list[str]
-    types: list[str]
-    rows: list[tuple[Any, ...]]
-
-
-def fetch_rows(
-    con: duckdb.DuckDBPyConnection,
-    query: str,
-    params: Sequence[Any] | Mapping[str, Any] | None = None,
-) -> Rows:
-    """The rows of ``query`` as plain Python values; DuckDB errors as :class:`QueryError`."""
-
-    def fetch() -> Rows:
-        rel = con.sql(query, params=params) if params else con.sql(query)
-        if rel is None:
-            return Rows([], [], [])
-        return Rows(list(rel.columns), [str(t) for t in rel.types], rel.fetchall())
-
-    return _guarded(query, fetch)
-
-
-def fetch_frame(
-    con: duckdb.DuckDBPyConnection,
-    query: str,
-    params: Sequence[Any] | Mapping[str, Any] | None = None,
-) -> pl.DataFrame:
-    """The result of ``query`` as a Polars frame; DuckDB errors as :class:`QueryError`."""
-    import polars as pl
-
-    def fetch() -> pl.DataFrame:
-        rel = con.sql(query, params=params) if params else con.sql(query)
-        if rel is None:
-            return pl.DataFrame()
-        return to_frame(rel)
-
-    return _guarded(query, fetch)
-
-
-def to_frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
-    """A relation's rows as a Polars frame, through the Arrow C stream interface.
-
-    ``DuckDBPyRelation.pl()`` goes through pyarrow (importing it costs ~60 MB of a
-    query process); Polars reads the relation's ``__arrow_c_stream__`` directly,
-    with the same columns and types.
-    """
-    import polars as pl
-
-    return pl.DataFrame(rel)
-
-
-_T = TypeVar("_T")
-
-
-def _guarded(query: str, fetch: Callable[[], _T]) -> _T:
-    """``fetch()``, DuckDB's errors raised as :class:`QueryError`."""
-    try:
-        return fetch()
-    except duckdb.IOException as exc:
-        raise QueryError(
-            query, f"{first_line(exc)} (a data file is missing or damaged: run `tracewh verify`)"
-        ) from exc
-    except duckdb.Error as exc:
-        raise QueryError(query, first_line(exc)) from exc

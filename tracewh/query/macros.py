@@ -2,13 +2,13 @@
 
 :class:`~tracewh.api.Warehouse` turns a :class:`MacroCall` into a Polars frame
 (``Warehouse.kernels(...)``), a printing command into plain rows
-(``Warehouse.macro_rows``) without importing Polars; both take the macro and
+(``Warehouse.macro_relation(...).rows()``) without importing Polars; both take the macro and
 its parameters from the functions here, which also check the options.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,8 @@ from tracewh.core.errors import UsageError
 __all__ = [
     "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotation_tree", "breakdown", "gaps", "graph_match",
     "idle_breakdown",
-    "kernels", "largest_gaps", "launches", "memcpy", "modules", "ops", "queue_depth", "steps",
+    "kernels", "largest_gaps", "launches", "macro_sql", "memcpy", "modules", "ops", "queue_depth",
+    "steps",
 ]
 
 
@@ -115,7 +116,21 @@ def ops(*, cpu: bool = False) -> MacroCall:
 
 
 def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
-    """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``)."""
+    """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``).
+
+    Parameters
+    ----------
+    depth
+        Cut module paths after ``depth`` names (None: full paths).
+    top
+        Keep the ``top`` nodes of largest GPU time (with their ancestors).
+
+    Returns
+    -------
+    MacroCall
+        Its rows: one per node, depth first: module_path, name, depth, calls, kernels,
+        gpu_ns (inclusive), self_gpu_ns, pct.
+    """
     _check_tree(depth, top)
     return MacroCall("module_tree", {"max_depth": depth, "top": top})
 
@@ -123,7 +138,14 @@ def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
 def annotation_tree(
     *, gpu: bool = False, depth: int | None = None, top: int | None = None
 ) -> MacroCall:
-    """GPU time per user annotation as a tree (``annotation_tree``); ``gpu``: GPU-side spans."""
+    """GPU time per user annotation as a tree (``annotation_tree``, ``sql/56_annotations.sql``).
+
+    ``gpu=False``: the ``user_annotation`` spans (``record_function``) enclosing each
+    kernel's launch on its thread; ``gpu=True``: the ``gpu_user_annotation`` spans
+    enclosing each kernel's start on its GPU track. ``depth`` and ``top`` as in
+    :func:`modules`. Columns: annotation_path, name, depth, calls, kernels, gpu_ns
+    (inclusive), self_gpu_ns, pct.
+    """
     _check_tree(depth, top)
     source = "gpu_user_annotation" if gpu else "user_annotation"
     return MacroCall("annotation_tree", {"source": source, "max_depth": depth, "top": top})
@@ -144,3 +166,11 @@ def memcpy() -> MacroCall:
 def breakdown() -> MacroCall:
     """GPU time per device: compute, communication, memcpy, idle (``gpu_time_breakdown``)."""
     return MacroCall("gpu_time_breakdown")
+
+
+def macro_sql(name: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``SELECT * FROM name($first, key := $key, ...)`` and its parameters (``first`` to add)."""
+    if not name.isidentifier():
+        raise UsageError(f"not a macro name: {name!r}")
+    named = "".join(f", {k} := ${k}" for k in params)
+    return f"SELECT * FROM {name}($first{named})", dict(params)

@@ -223,6 +223,68 @@ def _as_text(value: Any) -> str | None:
     return json.dumps(value, separators=(",", ":"))
 
 
+def parse_where(values: Sequence[str] | Mapping[str, str] | None, option: str = "--where") -> dict[str, str]:
+    """``KEY=VALUE`` strings (a command line's) or a mapping (the API's) as a dict.
+
+    Raises
+    ------
+    UsageError
+        A string without ``=`` or with an empty key (naming ``option``).
+    """
+    if isinstance(values, Mapping):
+        return {str(k): str(v) for k, v in values.items()}
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{option} must be KEY=VALUE, not {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a many-run question covers: the one definition of ``--where`` and ``--since``.
+
+    The CLI (``--where K=V``, repeatable, and ``--since``), the API (``where=``/``since=``
+    keywords) and SQL all go through it: a run passes when every ``KEY=VALUE`` of ``where``
+    matches (a key names a label of ``labels_json`` or a run field of :data:`RUN_FIELDS`;
+    values compare as text) and its ``day`` is ``since`` or later (``since``: ``90d``,
+    ``12w`` or a date, see :func:`parse_since`). :meth:`sql` is the SQL condition and
+    :meth:`frame` the same filter on a Polars frame of ``runs`` rows; a parity test
+    (``tests/query/test_runsel.py``) holds them and the CLI to the same runs.
+    """
+
+    where: Mapping[str, str] = field(default_factory=dict)
+    since: dt.date | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        where: Sequence[str] | Mapping[str, str] | None = None,
+        since: str | dt.date | None = None,
+        *,
+        today: dt.date | None = None,
+    ) -> RunFilter:
+        """The filter of a command line's or the API's values (:class:`UsageError` when malformed)."""
+        return cls(parse_where(where), parse_since(since, today=today) if since is not None else None)
+
+    def sql(self) -> tuple[str, dict[str, Any]]:
+        """SQL condition on ``runs`` columns, and its parameters."""
+        clause, params = where_clause(self.where)
+        if self.since is not None:
+            clause += " AND day >= $since"
+            params["since"] = self.since
+        return clause, params
+
+    def frame(self, runs: pl.DataFrame) -> pl.DataFrame:
+        """The rows of ``runs`` (a frame of ``runs`` rows) this filter keeps."""
+        import polars as pl
+
+        out = where_frame(runs, self.where)
+        return out if self.since is None else out.filter(pl.col("day") >= self.since)
+
+
 class Source(Protocol):
     """The queries the many-run analyses run (a :class:`tracewh.api.Warehouse`)."""
 
@@ -268,6 +330,10 @@ class Catalog(Source, Protocol):
 
     def run_row(self, run: RunSelector) -> dict[str, Any]:
         """The ``runs`` row of one run."""
+        ...
+
+    def session(self) -> AbstractContextManager[Any]:
+        """One snapshot and one connection for the queries inside."""
         ...
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:

@@ -1,0 +1,90 @@
+"""The critical path of a run or of one of its steps: the queries, then the event graph.
+
+The rows come from the macros of ``sql/83_critical_path.sql`` (``cp_cpu``, ``cp_gpu``,
+``cp_sync``, ``cp_thread_merge``, ``cp_names``; a step's window from ``cp_step_window``); the
+graph and the classification are :mod:`tracewh.analysis.critical_path` (HTA's). What the
+run's collectives waited for on the other ranks of its job comes from ``collective_holdups``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tracewh.analysis import critical_path as cp
+from tracewh.core.errors import UsageError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracewh.query.runsel import Catalog, RunRef
+
+__all__ = ["run_critical_path", "step_critical_paths"]
+
+
+def run_critical_path(
+    wh: Catalog, ref: RunRef, *, step: int | None = None, data_loading: Sequence[str] = (),
+    ranks: Sequence[str] = (),
+) -> cp.CriticalPath:
+    """The critical path of run ``ref``, or of its step ``step`` (``ProfilerStep#N``).
+
+    HTA's event graph and classification (:mod:`tracewh.analysis.critical_path`) over the
+    rows of ``sql/83_critical_path.sql``; the window of a step takes the CPU events that
+    start in it and the GPU ops launched in it. ``data_loading``: regular expressions of
+    CPU events whose time counts as ``data_loading``. ``ranks``: the run ids of its job
+    instance; with more than one, ``extra["cross_rank"]`` says whom its collectives waited
+    for and what that rank was busy with.
+
+    Examples
+    --------
+    >>> Warehouse("wh").critical_path("latest", step=3).by_bound  # doctest: +SKIP
+    """
+    lo = hi = None
+    if step is not None:
+        win = wh.call("cp_step_window", ref.run_id, step=step)
+        if win.is_empty():
+            steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
+                           {"r": ref.run_id})["step"].to_list()
+            shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
+            raise UsageError(f"run {ref.run_id[:16]} has no step {step} "
+                             f"(steps: {shown or 'none'})")
+        lo, hi = int(win["lo_ns"][0]), int(win["hi_ns"][0])
+    with wh.session():
+        rows = [
+            wh.call("cp_cpu", ref.run_id, lo_ns=lo, hi_ns=hi, loading=list(data_loading)),
+            wh.call("cp_gpu", ref.run_id, lo_ns=lo, hi_ns=hi),
+            wh.call("cp_sync", ref.run_id, lo_ns=lo, hi_ns=hi),
+        ]
+        merge = wh.call("cp_thread_merge", ref.run_id, lo_ns=lo, hi_ns=hi)
+        path = cp.critical_path(*rows, merge_tids=dict(zip(
+            merge["from_tid"].to_list(), merge["to_tid"].to_list(), strict=True)))
+        del rows
+        names = wh.call("cp_names", ref.run_id, lo_ns=lo, hi_ns=hi)
+    path = cp.with_names(path, names)
+    path.extra.update(run_id=ref.run_id, rank=ref.rank, step=step, lo_ns=lo, hi_ns=hi)
+    if len(ranks) > 1:  # the other ranks of its job: whom its collectives waited for
+        path.extra["cross_rank"] = cp.cross_rank(
+            path, wh.call("collective_holdups", list(ranks), run_id=ref.run_id))
+    return path
+
+
+def step_critical_paths(
+    wh: Catalog, ref: RunRef, *, data_loading: Sequence[str] = (), ranks: Sequence[str] = ()
+) -> pl.DataFrame:
+    """The critical path of every step of run ``ref``: one row per step (``ProfilerStep#N``).
+
+    Columns: ``step``, ``total_ns`` and one ``*_ns`` column per bound of
+    :data:`tracewh.analysis.critical_path.BOUNDS` (``cpu_bound_ns``, ...), summing to it.
+    """
+    import polars as pl
+
+    steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
+                   {"r": ref.run_id})["step"].to_list()
+    rows = []
+    with wh.session():
+        for n in steps:
+            path = run_critical_path(wh, ref, step=int(n), data_loading=data_loading, ranks=ranks)
+            rows.append({"step": int(n), "total_ns": path.total_ns,
+                         **{f"{b}_ns": path.by_bound[b] for b in cp.BOUNDS}})
+    schema = {"step": pl.Int64, "total_ns": pl.Int64, **{f"{b}_ns": pl.Int64 for b in cp.BOUNDS}}
+    return pl.DataFrame(rows, schema=schema)

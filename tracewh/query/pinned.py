@@ -1,0 +1,47 @@
+"""The state of an open session (:meth:`tracewh.query.session.Session.session`).
+
+One snapshot (the live files of every table, read once at entry), the connections that
+read it (the owner thread's confined one, other threads' confined ones, each thread's
+connection for queries that change settings), the files each connection's views point at,
+the results computed once per session, and its private folder of DuckDB temporary files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracewh.query.db import TableInfo
+
+__all__ = ["Pinned"]
+
+
+@dataclass
+class Pinned:
+    """A session's connection, table list and snapshot (:meth:`Session.session`)."""
+
+    con: duckdb.DuckDBPyConnection
+    tables: list[TableInfo]
+    live: dict[str, list[tuple[str, str | None]]]
+    partial: frozenset[str] = frozenset()  # tables read by column name (Store.require)
+    # per connection of the session (by id): the files each of its raw_<table> views reads
+    # now (None: unknown; absent or (): the empty placeholder)
+    views: dict[int, dict[str, tuple[str, ...] | None]] = field(default_factory=dict)
+    memo: dict[Hashable, Any] = field(default_factory=dict)  # see Session.memoized
+    owner: int = 0  # the thread that opened the session: it queries on `con`
+    # other threads' confined connections, and each thread's one of Session.connection
+    threads: dict[int, duckdb.DuckDBPyConnection] = field(default_factory=dict)
+    aux: dict[int, duckdb.DuckDBPyConnection] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    temp: Path = Path()  # the session's private folder of DuckDB temporary files
+
+    def holds(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Whether ``con`` is one of the session's confined connections."""
+        with self.lock:
+            return con is self.con or any(c is con for c in self.threads.values())
+
