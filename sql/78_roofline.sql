@@ -54,9 +54,10 @@
 --            device's peak for `roof`, or the override), peak_tbs (HBM peak or the override),
 --            ridge (peak_tflops / peak_tbs: the intensity where the roofs meet), bound
 --            ('compute' when intensity >= ridge, else 'memory'), pct_of_peak (100 x achieved /
---            the bounding peak: tflops_per_s / peak_tflops or tb_per_s / peak_tbs),
---            non_contiguous (any call had a non-contiguous input, see op_work), device,
---            note (why work, bound or pct_of_peak are missing)
+--            the bounding peak: tflops_per_s / peak_tflops or tb_per_s / peak_tbs), above_peak
+--            (pct_of_peak > 100: a figure no device achieves, never shown unflagged; the note
+--            gives the likely cause), non_contiguous (any call had a non-contiguous input, see op_work), device,
+--            note (why work, bound or pct_of_peak are missing, or why pct_of_peak is above 100)
 --   peak_tflops: NULL (the device table), a number (the compute roof of every row, TFLOP/s), or
 --            JSON text {"bf16": 989, "vector": 67, ...} (per roof label; others from the
 --            device table). peak_tbs: NULL (the device table) or TB/s.
@@ -76,7 +77,7 @@
 --   columns: day, start_ns, run_id, job, rank, labels_json, device, ops (distinct op names
 --            matched), calls, gpu_ns, flops (total: sum of flops * calls), bytes (total),
 --            tflops_per_s (flops / gpu_ns / 1e3), tb_per_s, pct_of_peak (the gpu_ns-weighted
---            mean of the matched rows' pct_of_peak)
+--            mean of the matched rows' pct_of_peak), above_peak_rows (matched rows above 100%)
 --   Matched: roofline_runs rows with flops, of op names matching `op_pattern` (tw_op_matches).
 --
 -- tw_op_matches(name, pattern)  (scalar macro)
@@ -368,20 +369,36 @@ bounded AS (
         CASE WHEN host_copy OR intensity IS NULL OR pk_tflops IS NULL OR pk_tbs IS NULL THEN NULL
              WHEN intensity >= pk_tflops / pk_tbs THEN 'compute' ELSE 'memory' END AS bound
     FROM peaked
+),
+pct AS (
+    SELECT
+        *,
+        CASE bound WHEN 'compute' THEN 100.0 * tflops_per_s / pk_tflops
+                   WHEN 'memory' THEN 100.0 * tb_per_s / pk_tbs END AS pct_of_peak
+    FROM bounded
 )
 SELECT
     run_id, op_name, input_dims, dtype, family, params, calls, kernels, flops, bytes, gpu_ns,
     tflops_per_s, tb_per_s, intensity, roof, pk_tflops AS peak_tflops, pk_tbs AS peak_tbs, ridge, bound,
-    CASE bound WHEN 'compute' THEN 100.0 * tflops_per_s / pk_tflops
-               WHEN 'memory' THEN 100.0 * tb_per_s / pk_tbs END AS pct_of_peak,
+    pct_of_peak, coalesce(pct_of_peak > 100, false) AS above_peak,
     non_contiguous, device,
     nullif(concat_ws('; ', note,
+        CASE WHEN pct_of_peak > 100 AND bound = 'memory'
+             THEN 'above the HBM peak: not a measurement of HBM traffic; likely cause: cache reuse '
+                  || '(bytes are each tensor read once, and a working set of '
+                  || CAST(round(bytes / 1e6, 1) AS VARCHAR) || ' MB per call may be served by L2), '
+                  || 'or a device row that is not this GPU (--peak-tbs)'
+             WHEN pct_of_peak > 100
+             THEN 'above the ' || roof || ' peak: not achievable; likely cause: a FLOP count above '
+                  || 'the work done (masking, sparsity, a lower-precision kernel), GPU time missing '
+                  || 'from the op (kernels attributed elsewhere), durations that are not measured '
+                  || '(synthetic traces), or a device row that is not this GPU (--peak-tflops)' END,
         CASE WHEN host_copy THEN 'host<->device or peer copy: bound by the link, not HBM' END,
         CASE WHEN flops IS NOT NULL AND bytes IS NOT NULL AND NOT host_copy
                   AND (pk_tflops IS NULL OR pk_tbs IS NULL)
              THEN 'no peak for this device/dtype (give --peak-tflops/--peak-tbs)' END
     ), '') AS note
-FROM bounded;
+FROM pct;
 
 CREATE OR REPLACE MACRO tw_op_matches(name, pattern) AS
     pattern IS NULL OR CASE
@@ -416,7 +433,8 @@ agg AS (
         CAST(sum(gpu_ns) AS BIGINT) AS gpu_ns,
         sum(flops * calls) AS flops,
         sum(bytes * calls) AS bytes,
-        sum(pct_of_peak * gpu_ns) / nullif(sum(gpu_ns) FILTER (WHERE pct_of_peak IS NOT NULL), 0) AS pct_of_peak
+        sum(pct_of_peak * gpu_ns) / nullif(sum(gpu_ns) FILTER (WHERE pct_of_peak IS NOT NULL), 0) AS pct_of_peak,
+        count(*) FILTER (WHERE above_peak) AS above_peak_rows
     FROM rows
     GROUP BY run_id
 )
@@ -425,7 +443,7 @@ SELECT
     a.flops, a.bytes,
     a.flops / nullif(a.gpu_ns, 0) / 1e3 AS tflops_per_s,
     a.bytes / nullif(a.gpu_ns, 0) / 1e3 AS tb_per_s,
-    a.pct_of_peak
+    a.pct_of_peak, a.above_peak_rows
 FROM agg a
 JOIN runs r ON r.run_id = a.run_id
 ORDER BY r.start_ns, r.rank, r.run_id;

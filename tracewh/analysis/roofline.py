@@ -37,7 +37,7 @@ ROOFS: tuple[str, ...] = ("vector", "fp32", "tf32", "fp16", "bf16", "fp8", "int8
 COLUMNS: tuple[str, ...] = (
     "op_name", "input_dims", "dtype", "family", "params", "calls", "kernels", "flops", "bytes",
     "gpu_ns", "tflops_per_s", "tb_per_s", "intensity", "roof", "peak_tflops", "peak_tbs",
-    "ridge", "bound", "pct_of_peak", "non_contiguous", "device", "note",
+    "ridge", "bound", "pct_of_peak", "above_peak", "non_contiguous", "device", "note",
 )
 
 PeakTflops = float | Mapping[str, float]
@@ -192,3 +192,4 @@ def roofline_history(
         keep = set(wh.runs(where=where)["run_id"].to_list())
         df = df.filter(pl.col("run_id").is_in(list(keep)))
     return df
+

@@ -368,5 +368,9 @@ def ranks(
             from tracewh.analysis.collectives import arrival_alerts
 
             notes += [f"alert: {line}" for line in arrival_alerts(df)]
+        if view == "imbalance":
+            notes.append("imbalance = max_rank_total_ns ÷ median_rank_total_ns (the slowest rank's "
+                         "GPU time in the kernel over the median rank's; 1.0: balanced)")
         empty = f"no GPU ops in the runs of {what}" if df.is_empty() else None
-        show(df, fmt, title=f"ranks: {view}", run=ref, top=top, out=out, notes=notes, empty=empty)
+        title = "ranks: imbalance (max ÷ median rank)" if view == "imbalance" else f"ranks: {view}"
+        show(df, fmt, title=title, run=ref, top=top, out=out, notes=notes, empty=empty)

@@ -78,11 +78,17 @@ def roofline(
         shown = df.head(top) if top else df
         if out is not None:
             write_out(shown, out)
+        above = int(shown["above_peak"].sum()) if "above_peak" in shown.columns else 0
         if fmt in ("table", "markdown"):
-            shown = shown.select([c for c in TABLE_COLUMNS if c in shown.columns])
+            from tracewh.report.tables import flag_above_peak
+
+            shown = flag_above_peak(shown.select([c for c in TABLE_COLUMNS if c in shown.columns]))
         empty = (f"no CPU operator matches {op!r} in run {ref.short_id}" if op
                  else f"no CPU operator with GPU time in run {ref.short_id}")
         rows = df.height
         notes = [f"showing {shown.height} of {rows} operators (--top N to change, --top 0: all)"] if shown.height < rows else []
+        if above:
+            notes.append(f"{above} row(s) above 100% of peak (flagged '! above peak'): no device "
+                         "achieves that; the note column gives the likely cause")
         notes += graph_notes(wh, ref)
         show(shown, fmt, title=title, run=ref, notes=notes, empty=empty)

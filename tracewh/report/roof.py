@@ -113,15 +113,21 @@ def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:
     share = float(modelled["gpu_ns"].sum()) / total if total else math.nan
     text = (f"Operators with computable work cover {100 * share:.1f} % of the GPU time of the "
             "operators; the others are listed with the reason." if total else "")
+    above = int(rows["above_peak"].sum()) if "above_peak" in rows.columns else 0
+    if above:
+        text += (f" {above} row(s) above 100 % of peak are flagged (no device achieves that); "
+                 "their note gives the likely cause.")
+    from tracewh.report.tables import flag_above_peak
+
     return Section(
         key, "Roofline", roofline_chart(rows, device=device),
         "no operator with computable FLOPs and GPU time (record_shapes off, or no GPU ops)",
         text=text,
-        tables=[table("Operators by GPU time", rows, [
+        tables=[table("Operators by GPU time", flag_above_peak(rows), [
             Column("op_name", "operator"), Column("params", "shape"), Column("dtype", "dtype"),
             Column("calls", "calls"), Column("gpu_ns", "GPU time", "ms"),
             Column("tflops_per_s", "TFLOP/s"), Column("tb_per_s", "TB/s"),
-            Column("intensity", "FLOP/byte"), Column("pct_of_peak", "of peak", "pct"),
+            Column("intensity", "FLOP/byte"), Column("pct_of_peak", "of peak (%)"),
             Column("bound", "bound"), Column("non_contiguous", "non-contiguous"),
             Column("note", "note"),
         ], limit=20)],

@@ -90,7 +90,7 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
                 Column("name", "kernel"), Column("ranks", "ranks"),
                 Column("max_rank_total_ns", "slowest rank", "ms"),
                 Column("median_rank_total_ns", "median rank", "ms"),
-                Column("imbalance", "max ÷ mean", "x"), Column("slowest_rank", "slowest"),
+                Column("imbalance", "max ÷ median", "x"), Column("slowest_rank", "slowest"),
             ], limit=10), table("Straggler steps (a rank above its peers' median by more than 3 x their robust spread and 2%)",
                 data.rank_stragglers.filter(pl.col("straggler")) if "straggler" in data.rank_stragglers.columns else data.rank_stragglers, [
                 Column("step", "step"), Column("rank", "rank"), Column("compute_ns", "GPU compute", "ms"),

@@ -10,6 +10,7 @@ and a blocking device-to-host copy that ends the step.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,6 +30,12 @@ class Gpu:
     regs: int = 32
     smem: int = 0
     nbytes: int = 0
+    #: the work of one call as the roofline models it (FLOPs, bytes each tensor read or
+    #: written once) and the roof it is compared with: with the device's peaks they give the
+    #: shortest physically plausible duration (:func:`floor_us`); 0: no floor
+    flops: float = 0.0
+    work_bytes: float = 0.0
+    roof: str = "vector"
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,33 @@ class FlavorSpec:
     dtoh: str
     nccl: str
     rocm: bool
+    #: the device's compute peaks in TFLOP/s by roof label (as ``sql/77_device_peaks.sql``
+    #: has them for ``device_name``) and its HBM bandwidth in TB/s
+    peaks_tflops: tuple[tuple[str, float], ...] = ()
+    hbm_tbs: float = 0.0
+
+
+#: the highest fraction of a peak a synthetic kernel reaches before noise and regressions
+#: (real tuned GEMMs and attention reach 60-80 %, streaming kernels 80-90 % of HBM)
+PLAUSIBLE_FRACTION = 0.7
+#: the hard ceiling after noise and regressions: no synthetic figure goes above it
+MAX_FRACTION = 0.9
+
+_TF32_KERNEL = re.compile(r"tf32|xf32|tensorop_s[0-9]", re.IGNORECASE)
+
+
+def floor_us(g: Gpu, f: FlavorSpec, *, fraction: float = PLAUSIBLE_FRACTION) -> float:
+    """The shortest duration (µs) in which ``g``'s work runs at ``fraction`` of the peaks.
+
+    The roof is the kernel's ``roof`` (an FP32 matrix kernel whose name says TF32 uses the
+    tf32 roof, as ``tw_tf32_kernel`` of ``sql/78_roofline.sql`` does); 0 without work or
+    peaks. TFLOP/s x 1e6 is FLOP per µs; TB/s x 1e6 bytes per µs.
+    """
+    peaks = dict(f.peaks_tflops)
+    roof = "tf32" if g.roof == "fp32" and _TF32_KERNEL.search(g.name) and "tf32" in peaks else g.roof
+    t_compute = g.flops / (fraction * peaks[roof] * 1e6) if g.flops and peaks.get(roof) else 0.0
+    t_memory = g.work_bytes / (fraction * f.hbm_tbs * 1e6) if g.work_bytes and f.hbm_tbs else 0.0
+    return max(t_compute, t_memory)
 
 
 _AT = "at::native::"
@@ -167,6 +201,9 @@ CUDA = FlavorSpec(
     dtoh="Memcpy DtoH (Device -> Pinned)",
     nccl="ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
     rocm=False,
+    # A100 SXM4 80GB (NVIDIA datasheet, as in sql/77_device_peaks.sql)
+    peaks_tflops=(("vector", 19.5), ("fp32", 19.5), ("tf32", 156.0), ("fp16", 312.0), ("bf16", 312.0)),
+    hbm_tbs=2.039,
 )
 
 ROCM = FlavorSpec(
@@ -199,13 +236,20 @@ ROCM = FlavorSpec(
     dtoh="Memcpy DtoH (Device -> Host)",
     nccl="ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
     rocm=True,
+    # MI250X, one GCD (AMD data sheet, as in sql/77_device_peaks.sql): no TF32
+    peaks_tflops=(("vector", 23.95), ("fp32", 47.85), ("fp16", 191.5), ("bf16", 191.5)),
+    hbm_tbs=1.6384,
 )
 
 T = "[8, 1024, 1152]"
+_E = 8 * 1024 * 1152  # elements of T
+_SM = 8 * 16 * 1024 * 77  # elements of the cross-attention scores
 
 
-def _k(name: str, us: float, grid: int, block: int = 128, regs: int = 32, smem: int = 0) -> Gpu:
-    return Gpu("kernel", name, "compute", us, (grid, 1, 1), (block, 1, 1), regs, smem)
+def _k(name: str, us: float, grid: int, block: int = 128, regs: int = 32, smem: int = 0, *,
+       flops: float = 0.0, work_bytes: float = 0.0, roof: str = "vector") -> Gpu:
+    return Gpu("kernel", name, "compute", us, (grid, 1, 1), (block, 1, 1), regs, smem,
+               flops=flops, work_bytes=work_bytes, roof=roof)
 
 
 def _launch(f: FlavorSpec, *gpu: Gpu, gemm: bool = False) -> Call:
@@ -214,7 +258,10 @@ def _launch(f: FlavorSpec, *gpu: Gpu, gemm: bool = False) -> Call:
 
 def _linear(f: FlavorSpec, n_in: int, n_out: int, us: float, tile: int, mod: str) -> Op:
     dims = f"[[8, 1024, {n_in}], [{n_out}, {n_in}], [{n_out}]]"
-    gemm = Gpu("kernel", f.gemm[tile], "compute", us, (n_out // 128, 64, 1), (256, 1, 1), 230, 73728)
+    m = 8192  # addmm(bias [n_out], x [m, n_in], w^T [n_in, n_out]) in fp32
+    gemm = Gpu("kernel", f.gemm[tile], "compute", us, (n_out // 128, 64, 1), (256, 1, 1), 230, 73728,
+               flops=2.0 * m * n_in * n_out + m * n_out,
+               work_bytes=4.0 * (n_out + m * n_in + n_in * n_out + m * n_out), roof="fp32")
     addmm = Op(
         "aten::addmm",
         14.0,
@@ -233,12 +280,16 @@ def _ew(f: FlavorSpec, name: str, kernel: str, us: float, n: int = 2, *, small: 
     types = ", ".join(['"float"'] * n)
     grid = 512 if small else 9216
     nbytes = 8 * 4 * 128 * 128 * 4 if small else 8192 * 1152 * 4
-    return Op(name, 11.0, (_launch(f, _k(kernel, us, grid, 128, 16)),), dims=f"[{dims}]",
+    work = _k(kernel, us, grid, 128, 16, flops=nbytes / 4, work_bytes=(n + 1) * nbytes)
+    return Op(name, 11.0, (_launch(f, work),), dims=f"[{dims}]",
               types=f"[{types}]", alloc=nbytes)
 
 
 def _layer_norm(f: FlavorSpec) -> Op:
-    inner = Op("aten::native_layer_norm", 12.0, (_launch(f, _k(LAYER_NORM, 45.0, 8192, 256, 30)),),
+    # E*(6 + weight + bias) FLOPs; input, output, weight, bias and the fp32 mean/rstd
+    kernel = _k(LAYER_NORM, 45.0, 8192, 256, 30, flops=8.0 * _E,
+                work_bytes=4.0 * (2 * _E + 2 * 1152 + 2 * 8192))
+    inner = Op("aten::native_layer_norm", 12.0, (_launch(f, kernel),),
                dims=f"[{T}, [], [1152], [1152], []]", types='["float", "ScalarList", "float", "float", "Scalar"]',
                alloc=8192 * 1152 * 4)
     return Op("aten::layer_norm", 6.0, (inner,), dims=f"[{T}, [], [1152], [1152], [], []]",
@@ -252,7 +303,9 @@ def _allreduce(f: FlavorSpec, us: float) -> Op:
 
 
 def _block(f: FlavorSpec) -> Op:
-    flash = Gpu("kernel", f.flash, "compute", 700.0, (8, 128, 16), (128, 1, 1), 255, 49152)
+    # 4*B*H*S_q*S_kv*D FLOPs; Q, K, V, O read or written once (bf16)
+    flash = Gpu("kernel", f.flash, "compute", 700.0, (8, 128, 16), (128, 1, 1), 255, 49152,
+                flops=4.0 * 8 * 16 * 1024 * 1024 * 72, work_bytes=4.0 * 8 * 1024 * 16 * 72 * 2, roof="bf16")
     q_bhsd, q_bshd, bf16 = "[8, 16, 1024, 72]", "[8, 1024, 16, 72]", '"c10::BFloat16"'
     attn = Op(
         "aten::scaled_dot_product_attention", 10.0,
@@ -267,11 +320,14 @@ def _block(f: FlavorSpec) -> Op:
         dims=f"[{q_bhsd}, {q_bhsd}, {q_bhsd}, [], [], [], [], []]",
         types=f"[{bf16}, {bf16}, {bf16}, \"\", \"Scalar\", \"Scalar\", \"\", \"Scalar\"]",
         concrete='["", "", "", "", "0.", "False", "", "False"]', module="Attention")
-    bmm = Gpu("kernel", BMM if not f.rocm else f.gemm[2], "compute", 40.0, (64, 8, 16), (128, 1, 1), 122, 16384)
+    bmm = Gpu("kernel", BMM if not f.rocm else f.gemm[2], "compute", 40.0, (64, 8, 16), (128, 1, 1), 122, 16384,
+              flops=2.0 * 128 * 1024 * 77 * 72, work_bytes=4.0 * 128 * (1024 * 72 + 72 * 77 + 1024 * 77),
+              roof="fp32")
     cross: list[Op | Call] = []
     for name in ("aten::matmul", "aten::softmax", "aten::matmul"):
         if name == "aten::softmax":
-            cross.append(Op(name, 7.0, (Op("aten::_softmax", 10.0, (_launch(f, _k(SOFTMAX, 35.0, 4096)),),
+            cross.append(Op(name, 7.0, (Op("aten::_softmax", 10.0, (_launch(f, _k(SOFTMAX, 35.0, 4096, flops=5.0 * _SM,
+                                                                                      work_bytes=8.0 * _SM)),),
                                            dims="[[8, 16, 1024, 77], [], []]", types='["float", "Scalar", "Scalar"]'),),
                             dims="[[8, 16, 1024, 77], [], []]", types='["float", "Scalar", "ScalarType"]'))
         else:
@@ -361,7 +417,8 @@ def step_program(
     latents = 8 * 4 * 128 * 128 * 4
     htod = Gpu("gpu_memcpy", f.htod, "compute", 95.0, nbytes=latents)
     prefetch = Gpu("gpu_memcpy", f.htod.replace("Pageable", "Pinned"), "copy", 40.0, nbytes=latents)
-    memset = Gpu("gpu_memset", "Memset (Device)", "compute", 6.0, nbytes=8192 * 1152 * 4)
+    memset = Gpu("gpu_memset", "Memset (Device)", "compute", 6.0, nbytes=8192 * 1152 * 4,
+                 work_bytes=8192 * 1152 * 4)
     prologue: list[Op] = [
         Op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 900.0, cat="user_annotation"),
         Op("aten::to", 6.0, (Op("aten::_to_copy", 9.0, (Op("aten::copy_", 12.0, (Call(f.memcpy, 22.0, (htod,)),),
@@ -384,10 +441,11 @@ def step_program(
         body = (Op(COMPILED_REGION, 25.0, body),)
     blocks = [Op("DiT", 0.0, body, cat="python", module="DiT")]
     graph_kernels = _graph_kernels(f)
-    dtod = Gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", "compute", 14.0, nbytes=latents)
+    dtod = Gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", "compute", 14.0, nbytes=latents,
+               work_bytes=2 * latents)
     dtoh = Gpu("gpu_memcpy", f.dtoh, "compute", 3.0, nbytes=4)
     epilogue: list[Op] = [
-        Op("aten::mean", 14.0, (_launch(f, _k(REDUCE, 18.0, 216, 512, 40)),), dims=f"[{T}, [], [], []]",
+        Op("aten::mean", 14.0, (_launch(f, _k(REDUCE, 18.0, 216, 512, 40, flops=_E, work_bytes=4.0 * (_E + 8 * 1152))),), dims=f"[{T}, [], [], []]",
            types='["float", "ScalarList", "Scalar", ""]', alloc=512),
         Op("CUDAGraph.replay", 12.0, (Call(f.graph, 16.0, graph_kernels),), cat="user_annotation"),
         Op("aten::copy_", 9.0, (Call(f.memcpy, 7.0, (dtod,)),), dims="[[8, 4, 128, 128], [8, 4, 128, 128], []]",

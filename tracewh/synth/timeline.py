@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import add
 
-from tracewh.synth.catalog import Call, FlavorSpec, Gpu, Op
+from tracewh.synth.catalog import MAX_FRACTION, Call, FlavorSpec, Gpu, Op, floor_us
 
 TIME, EXT, CORR, STEP, PYID, MEM, ADDR = range(7)
 """Slot kinds: what a slot's value is shifted by when a step is repeated (MEM: the bytes
@@ -334,7 +334,10 @@ class _Sim:
         return s
 
     def run_gpu(self, g: Gpu, earliest: int, ext: int, corr: int) -> int:
-        dur_us = g.dur_us * self.scale(g)
+        # physically plausible for the device named: never faster than PLAUSIBLE_FRACTION of
+        # its peaks before noise and regressions, nor MAX_FRACTION after them
+        dur_us = max(max(g.dur_us, floor_us(g, self.f)) * self.scale(g),
+                     floor_us(g, self.f, fraction=MAX_FRACTION))
         start = max(earliest, self.free.get(g.role, 0))
         if g.role == "comm":
             start = max(start, self.free.get("compute", 0) + 1_500)
