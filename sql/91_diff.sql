@@ -5,9 +5,10 @@
 --          the innermost CPU operator enclosing each op's launch (gpu_ops.op_name) and its
 --          "Input Dims" (op_input_dims).
 --   columns: run_id, group_name (op_name, a space and op_input_dims when the trace has them;
---            '(no CPU operator)' for GPU ops without one), calls (CPU operator calls: distinct
+--            '(unlinked)' for unlinked GPU ops: no launch call found for them; '(no CPU
+--            operator)' for linked GPU ops whose launch no operator encloses), calls (CPU operator calls: distinct
 --            cpu_op events, by op_external_id and op_ts_ns, that launched GPU ops of the group;
---            0 for '(no CPU operator)'), kernels (the GPU ops), total_ns, mean_ns (total_ns /
+--            0 for '(unlinked)' and '(no CPU operator)'), kernels (the GPU ops), total_ns, mean_ns (total_ns /
 --            calls: GPU time per operator call; NULL without calls), calls_per_step,
 --            kernels_per_step, time_per_step_ns (per step as run_group_metrics)
 --   The same model on two GPUs runs the same operators on the same shapes but different
@@ -45,7 +46,7 @@ CREATE OR REPLACE VIEW run_op_metrics AS
 WITH g AS (
     SELECT
         run_id,
-        coalesce(op_name, '(no CPU operator)')
+        coalesce(op_name, CASE WHEN launch_ts_ns IS NULL THEN '(unlinked)' ELSE '(no CPU operator)' END)
             || CASE WHEN op_input_dims IS NOT NULL AND op_input_dims <> '' THEN ' ' || op_input_dims ELSE '' END
             AS group_name,
         count(DISTINCT CASE WHEN op_name IS NOT NULL THEN {'x': op_external_id, 't': op_ts_ns} END)

@@ -75,6 +75,8 @@ def report_text(report: ChangesReport, *, rows: list[dict[str, Any]] | None = No
     fitted = dict(zip(keys, fit_names(keys, max(40, (width or terminal_width()) - 110)), strict=True))
     p = report.params
     since = f"since {p['since']}" if p["since"] else "all history"
+    if p.get("latest_day"):
+        since += f", counted back from the latest run ({p['latest_day']})"
     lines = [
         f"tracewh changes: {report.series} series over {report.runs} runs ({since}); "
         f"{len(rows)} change(s) in {len({r['group'] for r in rows})} group(s)",
@@ -87,6 +89,8 @@ def report_text(report: ChangesReport, *, rows: list[dict[str, Any]] | None = No
             + ", ".join(sorted({str(x) for x in report.excluded["reasons"].to_list()}))
             + "); --include-unusable keeps them"
         )
+    if report.window_note():
+        lines.append(report.window_note() or "")
     if report.fingerprinted:
         lines.append(FINGERPRINTED_NOTE.format(n=report.fingerprinted))
     group = None
@@ -113,7 +117,7 @@ def report_text(report: ChangesReport, *, rows: list[dict[str, Any]] | None = No
 def changes(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option("Only the series of this run: its workload and rank (a selector: run_id prefix, KEY=VALUE, latest)."),
-    since: str = typer.Option("90d", "--since", metavar="WHEN", help="90d, 12w (before today, UTC), YYYY-MM-DD, or 'all'."),
+    since: str = typer.Option("90d", "--since", metavar="WHEN", help="90d, 12w (counted back from the latest run's day), YYYY-MM-DD, or 'all'."),
     kernel: str | None = typer.Option(None, "--kernel", "-k", metavar="PATTERN", help="Only GPU ops matching this pattern (glob with * ? [, else substring)."),
     category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="Only GPU ops of this category."),
     module: str | None = typer.Option(None, "--module", "-m", metavar="PATH", help="Only GPU ops under this module path (Root/child/...)."),
@@ -150,23 +154,32 @@ def changes(
             rows = [r for r in rows if r["workload"] == workload and r["rank"] == ref.rank]
             if selection_note(ref):
                 note(selection_note(ref) or "")
+        found = len(rows)
         if top:
             rows = rows[:top]
+        notes = [n for n in (report.window_note(),) if n]
+        if not report.excluded.is_empty():
+            notes.append(f"left out: {report.excluded.height} run(s) unusable for comparison; "
+                         "--include-unusable keeps them")
+        if len(rows) < found:
+            notes.append(f"showing {len(rows)} of {found} changes (--top N to change, --top 0: all)")
         frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
         if out is not None:
             write_out(frame, out)
     if fmt in ("table", "csv"):
         with handle_errors():
             show(frame, fmt, title="changes (before/after in ms per step; idle: fraction; --op: TFLOP/s)",
-                 run=ref, absolute=True, empty="no change found")
+                 run=ref, absolute=True, empty="no change found", notes=notes)
         return
     if fmt == "json":
         typer.echo(json.dumps(rows, indent=2, default=str))
-        if not report.excluded.is_empty():
-            typer.echo(f"note: {report.excluded.height} run(s) unusable for comparison left out", err=True)
+        for line in notes:
+            typer.echo(f"note: {line}", err=True)
         if report.fingerprinted:
             typer.echo(FINGERPRINTED_NOTE.format(n=report.fingerprinted), err=True)
     else:
         if ref is not None:
             typer.echo(f"series of {run_title(ref)}")
         typer.echo(report_text(report, rows=rows), nl=False)
+        if len(rows) < found:
+            typer.echo(notes[-1])

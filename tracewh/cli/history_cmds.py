@@ -7,6 +7,7 @@ first nights must not fail a nightly job); usage errors and unknown runs exit 2.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -120,7 +121,7 @@ def history(
     category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="A kernel category (gemm, attention, communication, ...)."),
     op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Follow CPU operators matching this pattern instead: achieved TFLOP/s, TB/s and % of peak per run (see `tracewh roofline`)."),
     kernel_key: str | None = typer.Option(None, "--kernel-key", metavar="KEY", help="A kernel key (the key of a `tracewh changes` kernel line): every op name under it."),
-    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="90d, 12w (before today, UTC) or YYYY-MM-DD (default: all runs)."),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="90d, 12w (counted back from the latest run's day) or YYYY-MM-DD (default: all runs)."),
     where: list[str] | None = where_option(),
     top: int | None = top_option(None, "Show the N first rows (oldest first; 0: all)."),
     fmt: str = format_option(),
@@ -142,22 +143,45 @@ def history(
         wh = Warehouse(warehouse)
         filters = _where(where)
         empty = "no run" + (f" matches {filters}" if filters else "") + (f" since {since}" if since else "")
+        if since is not None and since.strip().lower() == "all":
+            since = None
+        from tracewh.history.series import window_start
+
+        first = window_start(wh, since)  # relative windows end at the latest run, not today
+        window = _window_notes(wh, since, first, filters)
         if op is not None:
-            df = wh.roofline_history(op=op, since=since, where=filters)
+            df = wh.roofline_history(op=op, since=first, where=filters)
             shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
             show(shown, fmt, title=f"history: operators ~ {op!r}, achieved rates", top=top,
-                 out=out, empty=empty, absolute=True)
+                 out=out, empty=empty, absolute=True, notes=window)
             return
-        df = wh.history(kernel=kernel, category=category, since=since, where=filters, kernel_key=kernel_key)
+        df = wh.history(kernel=kernel, category=category, since=first, where=filters, kernel_key=kernel_key)
         what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
         if kernel_key:
             what += f", kernel key {kernel_key!r}"
-        notes = []
+        notes = list(window)
         if df.height and (kernel or category or kernel_key) and int(df["calls"].sum() or 0) == 0:
             notes.append(f"no GPU op matched {what} in these runs (calls 0 everywhere)")
         shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
         show(shown, fmt, title=f"history: {what}, per step", top=top, out=out, notes=notes,
              empty=empty, absolute=True)
+
+
+def _window_notes(wh: Warehouse, since: str | None, first: dt.date | None,
+                  filters: dict[str, str]) -> list[str]:
+    """"N runs left out" when ``--since`` (from ``first`` on) leaves runs out."""
+    if since is None:
+        return []
+    runs = wh.runs(where=filters or None)
+    if first is None or "day" not in runs.columns:
+        return []
+    import polars as pl
+
+    before = runs.filter(pl.col("day") < first).height
+    if not before:
+        return []
+    return [f"left out: {before} run(s) before {first.isoformat()} (--since {since}); "
+            "--since all, or no --since, includes them"]
 
 
 def _what(f: Finding) -> str:

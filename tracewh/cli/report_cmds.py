@@ -35,7 +35,7 @@ FLAME_FORMATS = ("folded", "speedscope")
 def report(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option("Run selector (default: latest). With --site, each --run adds the runs it matches; without --site, repeated terms combine (a run must match all)."),
-    compare: str | None = typer.Option(None, "--compare", metavar="SEL", help="Also compare the run with this run (a diff section)."),
+    compare: str | None = typer.Option(None, "--compare", metavar="SEL", help="Also compare the run (A) with this run (B): a diff section read as `tracewh diff A B` (deltas B - A), each side named with its device."),
     level: str = typer.Option("short_name", "--level", "-l", metavar="|".join(LEVELS), help="What the --compare section compares: kernel, short_name, category or op (CPU operator and input shapes)."),
     since: str | None = typer.Option(None, "--since", metavar="WHEN", help="History window: 90d, 12w or YYYY-MM-DD (default: all runs, as history)."),
     out: Path | None = typer.Option(None, "--out", "-o", metavar="PATH", help="Write report.md, report.html and charts/ into the folder PATH."),

@@ -158,6 +158,8 @@ class ChangesReport:
     fingerprinted
         Runs ingested before fingerprints whose fingerprint was computed from their tables
         for this question (``tracewh compact`` stores them).
+    outside_window
+        Runs (of those ``where`` selects) before the ``since`` window, left out.
     """
 
     changes: pl.DataFrame = field(repr=False)
@@ -166,6 +168,16 @@ class ChangesReport:
     excluded: pl.DataFrame = field(repr=False)
     params: Mapping[str, Any]
     fingerprinted: int = 0
+    outside_window: int = 0
+
+    def window_note(self) -> str | None:
+        """What the ``since`` window left out and how to include it (None: nothing)."""
+        if not self.outside_window:
+            return None
+        latest = self.params.get("latest_day")
+        rel = f", counted back from the latest run ({latest})" if latest else ""
+        return (f"left out: {self.outside_window} run(s) before {self.params.get('since')} "
+                f"(the --since window{rel}); --since all includes them")
 
     def to_dicts(self) -> list[dict[str, Any]]:
         """One JSON-ready object per change: times in ms per step (fractions for idle, bytes
@@ -254,10 +266,16 @@ def changes(
         raise UsageError("alpha must be between 0 and 1")
     if min_change < 0 or min_ms < 0 or floor_ms < 0:
         raise UsageError("--min-change, --min-ms and the floor must be >= 0")
-    first = parse_since(since, today=today) if since is not None else None
     rs = run_set(src, keys=keys, threshold=threshold, include_unusable=True)
+    # a relative window (90d) ends at the latest run in the warehouse, not today: a
+    # warehouse of older runs is analysed, not reported as empty
+    latest = rs.runs["day"].max() if rs.runs.height else None
+    ref_day = today or (latest if isinstance(latest, dt.date) else None)
+    first = parse_since(since, today=ref_day) if since is not None else None
     runs = where_frame(rs.runs, where or {})
+    outside = 0
     if first is not None:
+        outside = runs.filter(pl.col("day") < first).height
         runs = runs.filter(pl.col("day") >= first)
     excl = runs.join(rs.excluded, on="run_id", how="inner")
     if include_unusable:
@@ -269,11 +287,12 @@ def changes(
         "module": module, "op": op, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
         "min_ms": min_ms, "floor_ms": floor_ms, "keys": list(keys), "threshold": threshold,
         "include_unusable": include_unusable,
+        "latest_day": ref_day.isoformat() if ref_day and since is not None else None,
     }  # fmt: skip
     if runs.is_empty():
         return ChangesReport(_decorate(_empty_changes(), runs), 0, 0,
                              excl.select("run_id", "day", "reasons"), params,
-                             rs.fingerprinted)  # fmt: skip
+                             rs.fingerprinted, outside)  # fmt: skip
     if op is not None:  # the operators' TFLOP/s (sql/94_op_series.sql), only when asked
         values = src.sql(
             "SELECT * FROM op_series_values($runs, op_pattern := $op, min_ms := $min_ms)",
@@ -289,7 +308,7 @@ def changes(
         "series", "metric", "key").n_unique()  # fmt: skip
     return ChangesReport(_decorate(grouped, runs), n_series, runs.height,
                          excl.select("run_id", "day", "reasons"), params,
-                         rs.fingerprinted)  # fmt: skip
+                         rs.fingerprinted, outside)  # fmt: skip
 
 
 def _empty_changes() -> pl.DataFrame:

@@ -22,7 +22,7 @@ from tracewh.core.errors import UsageError
 from tracewh.query.macros import DIFF_LEVELS
 from tracewh.query.runsel import RunSelector, Source, parse_since, where_clause
 
-__all__ = ["LEVELS", "compare", "diff", "history", "parse_since", "parse_threshold"]
+__all__ = ["LEVELS", "compare", "diff", "history", "parse_since", "parse_threshold", "window_start"]
 
 #: Grouping levels of a diff (``op``: CPU operator and input shapes, across hardware).
 LEVELS = DIFF_LEVELS
@@ -93,6 +93,18 @@ def compare(wh: Source, a: RunSelector, b: RunSelector) -> pl.DataFrame:
     )
 
 
+def window_start(src: Source, since: str | dt.date | None, *, today: dt.date | None = None) -> dt.date | None:
+    """The first day of a ``--since`` window; relative forms (``90d``) count back from
+    ``today`` when given, else from the day of the latest run in the warehouse (so that a
+    warehouse of older runs is not an empty window). None: no window."""
+    if since is None:
+        return None
+    if today is None and isinstance(since, str) and re.match(r"^\s*\d+\s*[dw]\s*$", since, re.IGNORECASE):
+        latest = src.sql("SELECT max(day) AS d FROM runs")["d"]
+        today = latest[0] if latest.len() and isinstance(latest[0], dt.date) else None
+    return parse_since(since, today=today)
+
+
 def history(
     wh: Source,
     *,
@@ -127,7 +139,7 @@ def history(
         n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
         time_per_step_ns, mean_ns.
     """
-    first = parse_since(since, today=today) if since is not None else None
+    first = window_start(wh, since, today=today)
     clauses, params = where_clause(where or {})
     # a run's child rows lie in its own day partition: the partitions before `first` hold
     # no row of a run metric_history keeps, so the connection leaves them out

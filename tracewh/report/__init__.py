@@ -31,6 +31,7 @@ from tracewh.report.source import (
     collect_roofline,
     collect_run,
     one_snapshot,
+    run_label,
 )
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
@@ -104,9 +105,12 @@ def build_report(
         sections.append(memory_section(collect_memory(wh, data.ref or data.run_id)))
         sections += history_sections(history.result())
         if compare is not None:
+            # the report's run is A, --compare's run B: the direction of `tracewh diff A B`
             other = wh.resolve_run(compare).run_id
-            sections.append(diff_section(collect_diff(wh, other, data.run_id, level=level),
-                                         other, data.run_id, level=level))
+            sections.append(diff_section(collect_diff(wh, data.run_id, other, level=level),
+                                         data.run_id, other, level=level,
+                                         a_label=run_label(wh, data.run_id),
+                                         b_label=run_label(wh, other)))
         renderer.add(sections)
         rendered = renderer.result()
     title = f"tracewh report: {data.meta.get('file_name') or data.run_id}"

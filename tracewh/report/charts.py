@@ -22,7 +22,7 @@ import polars as pl
 from tracewh.core.textsafe import escape_nested
 
 #: Width of full-size charts, in CSS pixels.
-WIDTH = 620
+WIDTH = 860  # readable at 1400 px; PNGs scale down (max-width 100%) in narrow windows
 #: Longest axis label (kernel names) in pixels before Vega truncates with an ellipsis.
 LABEL_LIMIT = 260
 
@@ -446,7 +446,9 @@ def diverging(diff: pl.DataFrame, *, label: str, delta: str, top: int = 15) -> A
 
 @unvalidated
 def sparkline(steps: pl.DataFrame) -> AnyChart | None:
-    """A tiny line of step wall time (ms) per step, for the site index."""
+    """A tiny line of step wall time (ms) per step, for the site index, from 0 ms up.
+
+    None with fewer than two steps (the index says so)."""
     if steps.is_empty():
         return None
     df = (
@@ -459,7 +461,8 @@ def sparkline(steps: pl.DataFrame) -> AnyChart | None:
         .mark_line(strokeWidth=1.5, point=alt.OverlayMarkDef(size=12))
         .encode(
             x=alt.X("step:O", axis=None),
-            y=alt.Y("wall_ms:Q", axis=None, scale=alt.Scale(zero=False)),
+            # zero-based: a 2% wobble must not look like a cliff
+            y=alt.Y("wall_ms:Q", axis=None, scale=alt.Scale(zero=True)),
             tooltip=["step:O", alt.Tooltip("wall_ms:Q", title="step wall (ms)", format=",.2f")],
         )
         .properties(width=140, height=28)

@@ -25,14 +25,15 @@ from tracewh.report.tables import Section, Table
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;margin:0;
 color:#1d1d1f;background:#fafafa}
-main{max-width:1100px;margin:0 auto;padding:24px 32px 64px}
+main{max-width:1240px;margin:0 auto;padding:24px 32px 64px}
 h1{font-size:1.6rem;margin:.2em 0}h2{font-size:1.25rem;margin-top:2em;border-bottom:1px solid #ddd;
 padding-bottom:.2em}h3{font-size:1rem;margin:1.2em 0 .4em;color:#444}
 table{border-collapse:collapse;font-size:.82rem;margin:.4em 0 1em;background:#fff}
-th,td{border:1px solid #e2e2e2;padding:3px 8px;text-align:left;max-width:420px;overflow:hidden;
-text-overflow:ellipsis;white-space:nowrap}th{background:#f0f0f3}td.num,th.num{text-align:right;
-font-variant-numeric:tabular-nums}
-.empty{color:#777;font-style:italic}.chart{margin:.6em 0}.chart img{max-width:100%;height:auto}
+th,td{border:1px solid #e2e2e2;padding:3px 8px;text-align:left;white-space:nowrap}
+th{background:#f0f0f3}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+td[title]{cursor:help}.tablewrap{max-width:100%;overflow-x:auto}
+.empty{color:#777;font-style:italic}.chart{margin:.6em 0;max-width:100%;overflow-x:auto}
+.chart img{max-width:100%;height:auto}
 nav a{margin-right:1em}.muted{color:#777;font-size:.85rem}
 """
 

@@ -9,7 +9,8 @@ Each GPU op contributes its duration (ns) to one stack, root first:
    chain follows its parents); when the op is not found there, just ``op_name``;
 3. the kernel's ``short_name``.
 
-GPU ops with no linked operator sit under ``(unlinked)``. Two formats:
+GPU ops with no launch call found sit under ``(unlinked)``, linked ones whose launch no CPU
+operator encloses under ``(no CPU operator)`` (the names ``diff --level op`` uses). Two formats:
 Brendan Gregg's folded stacks (``frame;frame;leaf weight`` per line) and
 speedscope's JSON (https://www.speedscope.app/file-format-schema.json, a
 ``sampled`` profile whose samples are the distinct stacks, weighted in ns).
@@ -30,7 +31,8 @@ from tracewh.query.runsel import RunSelector
 from tracewh.report.source import WarehouseLike
 
 FORMATS = ("folded", "speedscope")
-UNLINKED = "(unlinked)"
+UNLINKED = "(unlinked)"  # GPU ops with no launch call found (docs/concepts/figures.md)
+NO_OPERATOR = "(no CPU operator)"  # linked GPU ops whose launch no CPU operator encloses
 
 
 def gpu_stacks(wh: WarehouseLike, run: RunSelector) -> Counter[tuple[str, ...]]:
@@ -50,7 +52,7 @@ def gpu_stacks(wh: WarehouseLike, run: RunSelector) -> Counter[tuple[str, ...]]:
         if r["module_path"]:
             frames.extend(r["module_path"].split("/"))
         if r["op_name"] is None:
-            frames.append(UNLINKED)
+            frames.append(UNLINKED if r["launch_pid"] is None else NO_OPERATOR)
         else:
             key = (r["launch_pid"], r["launch_tid"], r["op_ts_ns"], r["op_dur_ns"], r["op_name"])
             frames.extend(chains.get(key, (r["op_name"],)))

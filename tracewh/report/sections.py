@@ -149,27 +149,37 @@ def summary_table(data: RunData) -> Table:
     return Table("Run", pl.DataFrame(rows, schema=["field", "value"], orient="row"))
 
 
-def history_sections(trends: list[Trend] | None) -> list[Section]:
-    """Trend charts (step time, each regressed metric), or one "no history data" section."""
+#: Rows of a history table (newest first); the title says when there are more.
+HISTORY_ROWS = 15
+
+
+def history_sections(trends: list[Trend] | None, *, prefix: str = "") -> list[Section]:
+    """Trend charts (step time, each regressed metric), or one "no history data" section.
+
+    ``prefix`` keeps the keys (chart ids) of several workloads' histories on one page apart."""
     if not trends:
-        return [Section("history", "History", None, "no history data")]
+        return [Section(f"{prefix}history", "History", None, "no history data")]
     out = []
     for i, t in enumerate(trends):
         chart = charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
                              title=t.title, marks=t.marks,
                              y_title=t.y_title or ("step time (ms)" if i == 0 else "GPU time per step (ms)"))
-        tables = [table(t.title, t.frame.sort("time", descending=True), [
+        shown = f" (newest {HISTORY_ROWS} of {t.frame.height} runs)" if t.frame.height > HISTORY_ROWS else ""
+        tables = [table(t.title + shown, t.frame.sort("time", descending=True), [
             Column("time", "run start (UTC)"), Column("run_id", "run"), Column("rank", "rank"),
-            Column("value_ns", "value", t.unit), Column("regression", "regression"),
-        ], limit=15)] if i else []
-        out.append(Section(f"history{i}" if i else "history", t.title if i else "History",
-                           chart, "no history data", tables=tables))
+            Column("value_ns", "value", t.unit), Column("regression", "regression (any rank)"),
+        ], limit=HISTORY_ROWS)] if i else []
+        out.append(Section(f"{prefix}history{i}" if i else f"{prefix}history",
+                           t.title if i or prefix else "History",
+                           chart, "no history data", tables=tables, text=t.note))
     return out
 
 
-def diff_section(diff: pl.DataFrame | None, a: str, b: str, *, level: str = "short_name") -> Section:
-    """Time changes between two runs per ``level`` group, or "no diff data"."""
-    title = f"Comparison by {level}: {a} → {b}"
+def diff_section(diff: pl.DataFrame | None, a: str, b: str, *, level: str = "short_name",
+                 a_label: str | None = None, b_label: str | None = None) -> Section:
+    """Time changes from run ``a`` to run ``b`` per ``level`` group (as ``tracewh diff A B``:
+    deltas are B − A), or "no diff data". The labels name each side's device."""
+    title = f"Comparison by {level}: A {a_label or a} → B {b_label or b} (deltas B − A)"
     if diff is None or diff.is_empty():
         return Section("diff", title, None, "no diff data")
     label = next((c for c in ("short_name", "name", "kernel") if c in diff.columns), diff.columns[0])

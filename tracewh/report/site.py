@@ -35,8 +35,10 @@ from tracewh.report.source import (
     WarehouseLike,
     collect_diff,
     collect_history,
+    collect_roofline,
     collect_run,
     one_snapshot,
+    run_label,
 )
 from tracewh.report.tables import Section
 
@@ -92,17 +94,18 @@ def _build_site(
     wh: WarehouseLike, out: str | Path, *, runs: list[str] | None, limit: int, since: str | None,
     threshold_ns: int,
 ) -> SiteResult:
-    if runs:
-        run_ids = list(dict.fromkeys(wh.resolve_run(s).run_id for s in runs))
-    else:
-        run_ids = wh.runs()["run_id"].head(limit).to_list()
+    every = wh.runs()["run_id"].to_list()
+    run_ids = list(dict.fromkeys(wh.resolve_run(s).run_id for s in runs)) if runs else every[:limit]
     folder = Path(out)
     n_charts = 0
     rows: list[dict[str, Any]] = []
     with output_dir(folder, kind="site") as tmp, ThreadPoolExecutor(PAGE_WORKERS, thread_name_prefix="tracewh-page") as pool:
         # the history's queries and the run pages', side by side (DuckDB runs outside the
         # GIL; in a session each thread queries on a connection of its own)
-        hist = pool.submit(collect_history, wh, since=since, run=run_ids[0] if run_ids else None)
+        # one history per workload (newest run of each, at most HISTORY_WORKLOADS): runs of
+        # unrelated workloads are never drawn in one series
+        heads = _workload_heads(wh, run_ids)
+        hists = [pool.submit(collect_history, wh, since=since, run=r) for r in heads]
         built = pool.map(lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns), run_ids)
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
@@ -113,22 +116,73 @@ def _build_site(
             (tmp / name).write_text(text, encoding="utf-8")
             pages.append(tmp / name)
             rows.append(row)
-        history = history_sections(hist.result())
         body = [_nav(), "<h1>History</h1>"]
-        n_charts += _append_sections(body, history)
+        if len(heads) > 1:
+            body.append(f"<p>{len(heads)} workloads, each drawn on its own.</p>")
+        for i, h in enumerate(hists):
+            n_charts += _append_sections(body, history_sections(h.result(), prefix=f"w{i}-" if i else ""))
         (tmp / "history.html").write_text(_page("history", body), encoding="utf-8")
         body = [_nav(), "<h1>Diff</h1>"]
-        if len(run_ids) >= 2:
-            b, a = run_ids[0], run_ids[1]
-            n_charts += _append_sections(body, [diff_section(collect_diff(wh, a, b), a, b)])
+        pair = _diff_pair(wh, run_ids)
+        if isinstance(pair, tuple):
+            a, b = pair
+            body.append(f"<p>The newest run and the run before it of the same workload and rank "
+                        f"(workload {html.escape(_workload(wh, b))}).</p>")
+            n_charts += _append_sections(body, [diff_section(
+                collect_diff(wh, a, b), a, b, a_label=run_label(wh, a), b_label=run_label(wh, b))])
         else:
-            body.append("<p class='empty'>One run only: nothing to compare.</p>")
+            body.append(f"<p class='empty'>{html.escape(pair)}</p>")
         (tmp / "diff.html").write_text(_page("diff", body), encoding="utf-8")
         n_charts += sum(1 for r in rows if r["spark"] is not None)
-        (tmp / "index.html").write_text(_index(rows), encoding="utf-8")
+        (tmp / "index.html").write_text(_index(rows, total=len(every)), encoding="utf-8")
         pages += [tmp / "index.html", tmp / "history.html", tmp / "diff.html"]
     final = [folder.absolute() / p.relative_to(tmp) for p in pages]
     return SiteResult(folder.absolute(), final, n_charts)
+
+
+#: Workloads drawn on the site's history page (newest first).
+HISTORY_WORKLOADS = 4
+
+
+def _workload_heads(wh: WarehouseLike, run_ids: list[str]) -> list[str | None]:
+    """The newest shown run of each workload (at most :data:`HISTORY_WORKLOADS`)."""
+    if not run_ids:
+        return [None]
+    runs = wh.runs()
+    if "workload" not in runs.columns:
+        return [run_ids[0]]
+    wl = dict(zip(runs["run_id"], runs["workload"], strict=True))
+    heads: dict[Any, str | None] = {}
+    for r in run_ids:
+        heads.setdefault(wl.get(r), r)
+    return list(heads.values())[:HISTORY_WORKLOADS]
+
+
+def _workload(wh: WarehouseLike, run_id: str) -> str:
+    row = wh.runs(where={"run_id": run_id})
+    if row.is_empty() or "workload" not in row.columns:
+        return "unknown"
+    return str(row["workload"][0] or "unknown")
+
+
+def _diff_pair(wh: WarehouseLike, run_ids: list[str]) -> tuple[str, str] | str:
+    """(A, B) for the diff page: B the newest run shown, A the newest earlier run of the same
+    workload and rank (the identity `history` and `changes` use); else why there is none."""
+    if not run_ids:
+        return "No run: nothing to compare."
+    runs = wh.runs()
+    if "workload" not in runs.columns:
+        return "No workload identity in this warehouse: nothing to compare."
+    by_id = {r["run_id"]: r for r in runs.iter_rows(named=True)}
+    b = by_id.get(run_ids[0])
+    if b is None:
+        return "Nothing to compare."
+    for r in runs.iter_rows(named=True):  # latest first
+        if (r["run_id"] != b["run_id"] and r["workload"] == b["workload"] and r["rank"] == b["rank"]
+                and (r["start_ns"] or 0) <= (b["start_ns"] or 0)):
+            return r["run_id"], b["run_id"]
+    return (f"No earlier run of workload {b['workload']} (rank {b['rank']}) than the newest run "
+            f"{b['run_id']}: nothing to compare (runs of other workloads are never compared).")
 
 
 #: Threads building run pages (and the history) side by side.
@@ -138,6 +192,7 @@ PAGE_WORKERS = 2
 def _run_page(wh: WarehouseLike, run_id: str, *, threshold_ns: int) -> tuple[str, int, dict[str, Any]]:
     """A run's page: its HTML, its number of charts and its row of the index."""
     data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
+    data.roofline = collect_roofline(wh, data.ref or run_id)  # as the report and the CLI have it
     secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id)),
             memory_section(collect_memory(wh, data.ref or run_id))]
     body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
@@ -200,10 +255,12 @@ def _page(title: str, body: list[str]) -> str:
     return page(f"tracewh: {title}", "\n".join(body) + f"<script>{_EMBED_ALL}</script>", head=head)
 
 
-def _index(rows: list[dict[str, Any]]) -> str:
+def _index(rows: list[dict[str, Any]], *, total: int | None = None) -> str:
     cells = []
     for i, r in enumerate(rows):
-        spark = _embed(f"spark-{i}", r["spark"]) if r["spark"] is not None else "<span class='muted'>—</span>"
+        why = "1 step: no line" if (r["n_steps"] or 0) < 2 else "no step times"
+        spark = (_embed(f"spark-{i}", r["spark"]) if r["spark"] is not None
+                 else f"<span class='muted'>{why}</span>")
         cells.append(
             f"<tr><td><a href='run-{r['run_id']}.html'>{html.escape(r['run_id'])}</a></td>"
             f"<td>{html.escape(str(r['file_name'] or ''))}</td><td>{html.escape(str(r['day'] or ''))}</td>"
@@ -213,9 +270,15 @@ def _index(rows: list[dict[str, Any]]) -> str:
             f"<td>{spark}</td></tr>"
         )
     head = ("<tr><th>run</th><th>file</th><th>day</th><th class='num'>rank</th><th>device</th>"
-            "<th class='num'>GPU ops</th><th class='num'>steps</th><th>step wall time (ms)</th></tr>")
-    body = [_nav(), "<h1>tracewh runs</h1>",
-            f"<table><thead>{head}</thead><tbody>{''.join(cells)}</tbody></table>"]
+            "<th class='num'>GPU ops</th><th class='num'>steps</th>"
+            "<th>step wall time per step (ms, axis from 0)</th></tr>")
+    body = [_nav(), "<h1>tracewh runs</h1>"]
+    if total is not None and total > len(rows):
+        body.append(f"<p class='note'>Showing the newest {len(rows)} of {total} runs; "
+                    f"{total - len(rows)} left out (<code>tracewh report --site PATH --limit N</code> "
+                    "shows more).</p>")
+    body.append(f"<div class='tablewrap'><table><thead>{head}</thead><tbody>{''.join(cells)}</tbody>"
+                "</table></div>")
     if not rows:
         body.append("<p class='empty'>No runs.</p>")
     return _page("runs", body)

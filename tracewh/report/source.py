@@ -269,6 +269,38 @@ class Trend:
     marks: pl.DataFrame | None = None
     y_title: str | None = None
     unit: str = "ms"
+    note: str = ""  # what the trend shows and what it left out (workloads, unusable runs)
+
+
+def _one_workload(wh: WarehouseLike, steps: pl.DataFrame, run: str | None) -> tuple[pl.DataFrame, str | None, str]:
+    """``steps`` cut to the usable runs of ``run``'s workload (else of the newest run's),
+    the workload, and a sentence saying what was left out."""
+    try:
+        info = wh.runs()
+    except TracewhError:
+        return steps, None, ""
+    if "workload" not in info.columns:
+        return steps, None, ""
+    cols = ["run_id", "workload"] + (["unusable"] if "unusable" in info.columns else [])
+    joined = steps.join(info.select(cols), on="run_id", how="left")
+    unusable = joined.filter(pl.col("unusable").is_not_null()) if "unusable" in cols else joined.clear()
+    usable = joined.filter(pl.col("unusable").is_null()) if "unusable" in cols else joined
+    ref = run if run is not None and run in set(info["run_id"]) else (info["run_id"][0] if info.height else None)
+    workload = info.filter(pl.col("run_id") == ref)["workload"][0] if ref is not None else None
+    if workload is None:
+        return usable.drop(cols[1:]), None, ""
+    mine = usable.filter(pl.col("workload") == workload)
+    others = usable.filter(pl.col("workload") != workload)["run_id"].n_unique()
+    left = []
+    if others:
+        n_wl = usable.filter(pl.col("workload") != workload)["workload"].n_unique()
+        left.append(f"{others} run(s) of {n_wl} other workload(s)")
+    if unusable.height:
+        reasons = ", ".join(sorted({str(x) for x in unusable["unusable"].to_list()}))
+        left.append(f"{unusable['run_id'].n_unique()} run(s) unusable for comparison ({reasons})")
+    note = (f"Runs of workload {workload} only (the identity tracewh history and changes use)"
+            + ("; left out: " + "; ".join(left) if left else "") + ".")
+    return mine.drop(cols[1:]), str(workload), note
 
 
 def _marks(rows: list[dict[str, Any]], start: dict[str, int]) -> pl.DataFrame:
@@ -300,6 +332,9 @@ def collect_history(
         return None
     if steps is None or steps.is_empty():
         return []
+    steps, workload, note = _one_workload(wh, steps, run)
+    if steps.is_empty():
+        return []
     start = dict(zip(steps["run_id"].to_list(), steps["start_ns"].to_list(), strict=True))
     rows: list[dict[str, Any]] = []
     changes = getattr(wh, "changes", None)
@@ -308,6 +343,8 @@ def collect_history(
             rows = list(changes(since=since).to_dicts())
         except TracewhError:
             rows = []
+    if workload is not None:
+        rows = [r for r in rows if r.get("workload") == workload]
     findings: list[Any] = []
     check = getattr(wh, "check", None)
     if check is not None and run is not None:
@@ -316,9 +353,13 @@ def collect_history(
         except TracewhError:
             findings = []
     step_flags = {f.since_run_id or f.run_id for f in findings if f.metric_kind == "step"}
-    trends = [Trend("Step time per run", _trend(steps, "step_ns", step_flags),
-                    _marks([r for r in rows if r["metric"] == "step"], start))]  # fmt: skip
-    flagged = {f.metric: f.since_run_id for f in findings}
+    title = f"Step time per run, workload {workload}" if workload else "Step time per run"
+    trends = [Trend(title, _trend(steps, "step_ns", step_flags),
+                    _marks([r for r in rows if r["metric"] == "step"], start), note=note)]  # fmt: skip
+    # every rank's finding: each rank is flagged from its own change's first run on
+    flagged: dict[str, set[str | None]] = {}
+    for f in findings:
+        flagged.setdefault(f.metric, set()).add(f.since_run_id or f.run_id)
     groups = sorted({r["group"] for r in rows if r["group"] is not None})[:max_regressions]
     for g in groups:
         lead = next((r for r in rows if r["group"] == g and r["metric"] in ("kernel", "category")), None)
@@ -331,20 +372,19 @@ def collect_history(
             continue
         if frame is None or frame.is_empty():
             continue
-        frame = frame.filter(pl.col("run_id").is_in(
-            [r["run_id"] for r in rows if r["group"] == g] + list(start)))  # fmt: skip
+        frame = frame.filter(pl.col("run_id").is_in(list(start)))  # this workload's usable runs
         what = lead["short_name"] or lead["key"]
         pct = "" if lead["change_pct"] is None else f" ({lead['change_pct']:+.0f}%)"
         same = [r for r in rows if r["key"] == lead["key"] and r["metric"] == lead["metric"]]
         trends.append(Trend(
             f"Change group {g}: {lead['metric']} {what}{pct} since {lead['day']}, GPU time per step",
-            _trend(frame, "time_per_step_ns", {flagged.get(lead["key"])}), _marks(same, start),
+            _trend(frame, "time_per_step_ns", flagged.get(lead["key"], set())), _marks(same, start),
         ))  # fmt: skip
     mem = memory_series(wh, steps)
     if mem is not None:
         marks = [r for r in rows if r["metric"] == "memory" and r["key"] == MEMORY_KEY]
         trends.append(Trend(
-            "GPU peak allocated memory per step", _trend(mem, "value", {flagged.get(MEMORY_KEY)}),
+            "GPU peak allocated memory per step", _trend(mem, "value", flagged.get(MEMORY_KEY, set())),
             _marks(marks, {**start, **dict(zip(mem["run_id"], mem["start_ns"], strict=True))}),
             y_title="GPU peak allocated per step (MB)", unit="mb",
         ))  # fmt: skip
@@ -367,6 +407,20 @@ def _trend(frame: pl.DataFrame, value: str, flag_from: set[str | None]) -> pl.Da
         .with_columns((pl.col("time") >= pl.col("flag_from")).fill_null(False).alias("regression"))
         .drop("flag_from")
     )
+
+
+def run_label(wh: WarehouseLike, run_id: str) -> str:
+    """``run_id`` with its device and file, as comparisons name their two sides."""
+    try:
+        row = wh.runs(where={"run_id": run_id})
+    except TracewhError:
+        return run_id
+    if row.is_empty():
+        return run_id
+    r = row.row(0, named=True)
+    device = r.get("device_name") or "unknown device"
+    file_name = r.get("file_name")
+    return f"{run_id} ({device}" + (f", {file_name})" if file_name else ")")
 
 
 def collect_diff(

@@ -48,10 +48,11 @@ class Table:
         if self.frame.is_empty():
             return "_(no rows)_\n"
         cols = self.frame.columns
+        digits = [_decimals(self.frame, c) for c in cols]
         lines = ["| " + " | ".join(_md(c) for c in cols) + " |"]
         lines.append("|" + "|".join("---:" if _numeric(self.frame, c) else "---" for c in cols) + "|")
         for row in self.frame.iter_rows():
-            lines.append("| " + " | ".join(_md(v) for v in row) + " |")
+            lines.append("| " + " | ".join(_md(v, d) for v, d in zip(row, digits, strict=True)) + " |")
         return "\n".join(lines) + "\n"
 
     def html(self) -> str:
@@ -60,14 +61,17 @@ class Table:
             return "<p class='empty'>(no rows)</p>"
         cols = self.frame.columns
         num = [_numeric(self.frame, c) for c in cols]
+        digits = [_decimals(self.frame, c) for c in cols]
         head = "".join(f"<th{_cls(n)}>{html.escape(c)}</th>" for c, n in zip(cols, num, strict=True))
         body = "".join(
             "<tr>"
-            + "".join(f"<td{_cls(n)}>{html.escape(_text(v))}</td>" for v, n in zip(row, num, strict=True))
+            + "".join(_cell(_text(v, d), n) for v, n, d in zip(row, num, digits, strict=True))
             + "</tr>"
             for row in self.frame.iter_rows()
         )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        # a wide table scrolls in its own box: the page never overflows the window
+        return (f"<div class='tablewrap'><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table></div>")
 
 
 def table(title: str, df: pl.DataFrame, columns: list[Column], *, limit: int | None = 20) -> Table:
@@ -98,18 +102,62 @@ def _cls(numeric: bool) -> str:
     return " class='num'" if numeric else ""
 
 
-def _text(value: object) -> str:
+#: Longest cell text shown whole in HTML tables; longer text is cut in the middle (kernel and
+#: module names differ at both ends), the cut marked with "…" and the whole text in the
+#: cell's title (shown on hover).
+CELL_CHARS = 72
+
+
+def elide_middle(text: str, width: int = CELL_CHARS) -> str:
+    """``text`` cut in the middle to ``width`` characters, the cut marked with ``…``.
+
+    Examples
+    --------
+    >>> elide_middle("GptOssForCausalLM_0/GraphModule_0/Attention_3/Linear_1", 24)
+    'GptOssForCau…_3/Linear_1'
+    """
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    head = (keep + 1) // 2
+    return text[:head] + "…" + text[len(text) - (keep - head):]
+
+
+def _cell(text: str, numeric: bool) -> str:
+    if len(text) <= CELL_CHARS:
+        return f"<td{_cls(numeric)}>{html.escape(text)}</td>"
+    return (f"<td{_cls(numeric)} title='{html.escape(text, quote=True)}'>"
+            f"{html.escape(elide_middle(text))}</td>")
+
+
+def _decimals(df: pl.DataFrame, col: str) -> int | None:
+    """Decimals every value of a float column is shown with (one precision per column: the
+    fewest, up to 3, that show each value as rounded); None for other columns."""
+    if not df.schema[col].is_float():
+        return None
+    need = 0
+    for v in df[col].drop_nulls().to_list():
+        if v != v or v in (float("inf"), float("-inf")):
+            continue
+        text = f"{v:.3f}".rstrip("0")
+        need = max(need, len(text.split(".")[1]) if "." in text else 0)
+    return need
+
+
+def _text(value: object, decimals: int | None = None) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
+        if decimals is not None and value == value:
+            return f"{value:,.{decimals}f}"
         return f"{value:,.3f}".rstrip("0").rstrip(".") if value % 1 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return escape_control(str(value))  # trace strings: control characters made visible
 
 
-def _md(value: object) -> str:
-    return _text(value).replace("|", "\\|").replace("\n", " ")
+def _md(value: object, decimals: int | None = None) -> str:
+    return _text(value, decimals).replace("|", "\\|").replace("\n", " ")
 
 
 @dataclass
