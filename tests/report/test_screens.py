@@ -9,10 +9,12 @@ nights) in one warehouse. Expected counts come from what was written. Screenshot
 from __future__ import annotations
 
 import base64
+import html as html_mod
 import re
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 from helpers_browser import Browser
 from typer.testing import CliRunner
@@ -21,7 +23,7 @@ from tracewh.api import Warehouse
 from tracewh.cli import app
 from tracewh.report import build_report
 from tracewh.report.site import build_site
-from tracewh.report.tables import CELL_CHARS, elide_middle
+from tracewh.report.tables import CELL_CHARS, Column, elide_middle, table
 
 pytestmark = pytest.mark.slow
 
@@ -102,12 +104,6 @@ def test_tables_trim_the_middle_and_keep_one_precision() -> None:
     name = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl_lambda>(int)"
     cut = elide_middle(name)
     assert len(cut) == CELL_CHARS and "…" in cut and cut.startswith(name[:30]) and cut.endswith(name[-30:])
-    import polars as pl
-
-    from tracewh.report.tables import Column, table
-
-    import html as html_mod
-
     t = table("t", pl.DataFrame({"k": [name, "short"], "v": [1_500_000.0, 2_250_000.0]}),
               [Column("k", "kernel"), Column("v", "time", "ms")])
     html = t.html()
