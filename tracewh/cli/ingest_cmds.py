@@ -57,8 +57,11 @@ def _parse_jobs(text: str | None) -> int | str:
     return n
 
 
-def _summary(report: IngestReport, console: Console) -> None:
-    """The batch in words; paths, errors and anomalies printed literally (never as markup)."""
+def _summary(report: IngestReport, console: Console, *, step_marker: str | None = None) -> None:
+    """The batch in words; paths, errors and anomalies printed literally (never as markup).
+
+    With ``step_marker``, each file's line says which marker defined its steps and how many
+    it found."""
     from rich.text import Text
 
     n_in, n_fail = len(report.ingested), len(report.failed)
@@ -66,10 +69,13 @@ def _summary(report: IngestReport, console: Console) -> None:
     n_other = len(report.skipped) - n_already  # not regular files, links out, warehouses
     events = sum(r.events for r in report.ingested)
     mb = sum(r.bytes for r in report.ingested) / 1e6
+    n_changed = sum(1 for r in report.skipped if r.run_id and "options differ" in (r.error or ""))
     console.print(
         f"ingested {n_in} file(s) ({events:,} events, {mb:.1f} MB), "
         f"already ingested {n_already}, failed {n_fail}"
         + (f", skipped {n_other} (not regular files, links out, warehouses)" if n_other else "")
+        + (f"; {n_changed} already-ingested file(s) were asked for with different options and "
+           "skipped: --force re-ingests them with the new options" if n_changed else "")
     )
     if report.cleanup and (report.cleanup.orphan_ingests or report.cleanup.staging_removed):
         console.print(
@@ -87,8 +93,12 @@ def _summary(report: IngestReport, console: Console) -> None:
         extra = f"  anomalies: {json.dumps(dict(r.anomalies))}" if r.anomalies else ""
         verb = "replaced" if r.outcome == "replaced" else "ingested"
         steps = ""
+        marker = f" by --step-marker {step_marker!r}" if step_marker else ""
         if r.steps_found is not None and (r.steps_kept != r.steps_found or r.dropped):
-            steps = f"; steps: {r.steps_found} found, {r.steps_kept} kept, {r.dropped:,} events dropped"
+            steps = (f"; steps: {r.steps_found} found{marker}, {r.steps_kept} kept, "
+                     f"{r.dropped:,} events dropped")
+        elif step_marker:
+            steps = f"; steps: {r.steps_found or 0} found{marker}"
         line(f"  {verb:9} {r.run_id}  {r.path}  ({r.events:,} events{steps}){extra}")
         for w in r.warnings:
             line("  ", ("warning", "yellow"), f": {r.path}: {w}")
@@ -175,7 +185,7 @@ def ingest(
         if fmt == "json":
             typer.echo(json.dumps(report.to_dict(), indent=2))
         else:
-            _summary(report, Console(highlight=False, soft_wrap=True))
+            _summary(report, Console(highlight=False, soft_wrap=True), step_marker=step_marker)
         if not report.ok:
             raise typer.Exit(1)
 

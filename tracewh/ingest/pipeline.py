@@ -67,7 +67,7 @@ def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
     if store.remote:
         import pyarrow.compute as pc
 
-        table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path"])
+        table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path", *_OPTION_COLUMNS])
         rows = table.filter(pc.field("run_id") == run_id).to_pylist()
         return rows[0] if rows else None
     files = store.file_uris("runs")
@@ -75,15 +75,43 @@ def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
         return None
     con = duckdb.connect(config={"threads": 1})
     try:
-        found = con.execute(
-            # hive_partitioning off: a `key=value` folder above the warehouse is no column
-            "SELECT run_id, ingest_id, source_path FROM read_parquet(?, hive_partitioning = false) "
+        cur = con.execute(
+            # hive_partitioning off: a `key=value` folder above the warehouse is no column;
+            # by name: files written before a column was added lack it
+            "SELECT * FROM read_parquet(?, hive_partitioning = false, union_by_name = true) "
             "WHERE run_id = ? LIMIT 1",
             [[glob_escaped(f) for f in files], run_id],
-        ).fetchall()
+        )
+        names = [d[0] for d in cur.description or ()]
+        found = cur.fetchall()
     finally:
         con.close()
-    return dict(zip(("run_id", "ingest_id", "source_path"), found[0], strict=True)) if found else None
+    if not found:
+        return None
+    row = dict(zip(names, found[0], strict=True))
+    return {k: row.get(k) for k in ("run_id", "ingest_id", "source_path", *_OPTION_COLUMNS)}
+
+
+#: ``runs`` columns that record the ingest options a run was written with
+_OPTION_COLUMNS = ("steps_limit", "skip_python", "step_marker")
+
+
+def option_changes(existing: dict[str, Any], options: IngestOptions) -> list[str]:
+    """The ingest options that differ from those ``existing`` (a ``runs`` row) was written
+    with, in words (``--steps 8 (was 4)``); empty when they agree or are not recorded."""
+    out = []
+    if "steps_limit" in existing and existing.get("steps_limit") != options.steps:
+        was = existing.get("steps_limit")
+        out.append(f"--steps {options.steps if options.steps is not None else 'all'} "
+                   f"(was {was if was is not None else 'all'})")
+    if existing.get("skip_python") is not None and bool(existing["skip_python"]) != options.skip_python:
+        out.append(f"{'--skip-python' if options.skip_python else 'python events kept'} "
+                   f"(was {'--skip-python' if existing['skip_python'] else 'kept'})")
+    if "step_marker" in existing and existing.get("step_marker") != options.step_marker:
+        was = existing.get("step_marker")
+        out.append(f"--step-marker {options.step_marker!r} (was {was!r})" if options.step_marker
+                   else f"ProfilerStep#N steps (was --step-marker {was!r})")
+    return out
 
 
 def ingest_file(
@@ -126,9 +154,12 @@ def ingest_file(
                 # the same bytes twice in one batch (even with --force): once is enough
                 existing = {"source_path": "an earlier file of this batch"}
             if existing is not None and (not options.force or "ingest_id" not in existing):
+                changed = option_changes(existing, options) if "ingest_id" in existing else []
+                why = (f"; skipped although the options differ: {', '.join(changed)}: "
+                       "--force re-ingests it with the new options" if changed else "")
                 result = FileResult(
                     str(path), "skipped", run_id,
-                    error=f"already ingested (run {run_id} from {existing['source_path']})",
+                    error=f"already ingested (run {run_id} from {existing['source_path']}){why}",
                     bytes=size, seconds=time.perf_counter() - t0,
                 )
             else:
