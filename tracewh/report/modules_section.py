@@ -2,9 +2,9 @@
 
 Every number comes from ``Warehouse.modules`` (``module_tree`` of ``sql/55_modules.sql``);
 this module picks the tree's *layer* depth and draws it. The layers are the model's repeated
-blocks: at the shallowest depth where one module holds two or more modules of one class
+blocks: of the groups of two or more modules of one class under one parent
 (``BertLayer_0``, ``BertLayer_1``, ... under ``BertEncoder_0``; ``DiTBlock_<i>`` under
-``DiT_0``), the group of most GPU time. Without repeated blocks, every module of the first
+``DiT_0``), the group holding the most GPU time (then the shallowest). Without repeated blocks, every module of the first
 depth with more than one module is drawn (else the roots).
 """
 
@@ -40,8 +40,8 @@ class ModuleData:
 def layer_group(tree: pl.DataFrame) -> tuple[int, str | None, str | None] | None:
     """Where the model's repeated layers are in a ``module_tree`` frame: (depth, parent, class).
 
-    The shallowest depth where a parent holds two or more children of one class (the name
-    without its ``_<n>`` instance suffix), the group with the most GPU time there; else every
+    Of the groups of two or more children of one class (the name without its ``_<n>``
+    instance suffix) under one parent, the one with the most GPU time (then the shallowest); else every
     node of the first depth with two or more nodes (parent and class None); else the roots.
     None without modules.
     """
@@ -56,7 +56,10 @@ def layer_group(tree: pl.DataFrame) -> tuple[int, str | None, str | None] | None
     groups = (keyed.group_by("depth", "parent", "cls")
               .agg(pl.len().alias("n"), pl.col("gpu_ns").sum())
               .filter(pl.col("n") >= 2)
-              .sort(["depth", "gpu_ns", "parent", "cls"], descending=[False, True, False, False]))
+              # the repeated blocks that hold the most GPU time (a compiled SD3.5 run's 24
+              # transformer blocks, not its small CLIP encoders' layers at a shallower depth);
+              # a group nested in a block holds less than the blocks' group, so it loses
+              .sort(["gpu_ns", "depth", "parent", "cls"], descending=[True, False, False, False]))
     if not groups.is_empty():
         g = groups.row(0, named=True)
         return int(g["depth"]), str(g["parent"]), str(g["cls"])
@@ -131,6 +134,24 @@ def layer_chart(data: ModuleData) -> AnyChart | None:
     )
 
 
+def layer_sentence(rows: pl.DataFrame, data: ModuleData) -> str:
+    """What the layer view shows, in one sentence: how many layers, of what, the share of the
+    GPU time they hold together, and the slowest one."""
+    n = rows.height
+    if data.cls:
+        where = f" of {data.parent}" if data.parent else " at the top level"
+        what = f"{n} {data.cls} module{'s' if n != 1 else ''}{where}"
+    else:
+        what = f"{n} module{'s' if n != 1 else ''} at depth {data.depth}"
+    share = float(rows["pct"].fill_null(0).sum())
+    slowest = rows.sort("gpu_ns", descending=True).row(0, named=True)
+    verb = "holds" if n == 1 else "hold"
+    together = "" if n == 1 else " together"
+    return (f"{what} {verb} {share:.1f}% of the GPU time{together}; the slowest, "
+            f"{slowest['module_path']}, takes {slowest['gpu_ns'] / 1e6:,.3f} ms "
+            f"({float(slowest['pct'] or 0):.1f}%).")
+
+
 def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
     """The "time per layer" section of a run's report (or why there is none)."""
     key = f"{prefix}modules"
@@ -140,10 +161,7 @@ def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
     rows = layers(data)
     text = ""
     if rows.height:
-        slowest = rows.sort("gpu_ns", descending=True).row(0, named=True)
-        what = f"{data.cls} modules of {data.parent}" if data.cls else f"modules at depth {data.depth}"
-        text = (f"{rows.height} {what}; the slowest, {slowest['module_path']}, "
-                f"takes {slowest['gpu_ns'] / 1e6:,.3f} ms ({slowest['pct']:.1f}% of the GPU time).")
+        text = layer_sentence(rows, data)
     tree = data.tree.with_columns(
         pl.when(pl.col("module_path").is_null()).then(pl.lit("(no module)"))
         .otherwise(pl.lit("· ").repeat_by(pl.col("depth") - 1).list.join("") + pl.col("name"))
@@ -157,5 +175,5 @@ def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
         ], limit=60)])
 
 
-__all__ = ["ModuleData", "collect_modules", "layer_chart", "layer_group", "layers",
+__all__ = ["ModuleData", "collect_modules", "layer_chart", "layer_group", "layer_sentence", "layers",
            "modules_section"]
