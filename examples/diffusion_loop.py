@@ -4,11 +4,20 @@ An ordinary script (it knows nothing of tracewh). Capture its first denoising
 steps, one step per call of ``TinyDenoiser.forward``::
 
     tracewh capture --steps 3 --step-on TinyDenoiser --out traces/diffusion -- \\
-        python examples/diffusion_loop.py --num-steps 50
+        python examples/diffusion_loop.py --num-steps 100
 
 or one step per call of the script's ``denoise_step`` function::
 
     tracewh capture --steps 3 --step-on __main__:denoise_step -- python examples/diffusion_loop.py
+
+The capture needs more steps than it records: after the 3 recorded ones, its overhead
+measurement runs 19 rounds of 3 steps (``--overhead-rounds 9 --round-steps 2``), so the
+default 100 denoising steps leave room for all of them.
+
+The noise schedule is DDPM's linear beta schedule (beta from 1e-4 to 0.02 over the steps),
+and the predicted clean latent is clipped to [-1, 1] as DDIM samplers do: every step is
+finite whatever the number of steps (a cumulative product of the alphas themselves fell to
+1e-20 and divided by its square root).
 """
 
 from __future__ import annotations
@@ -70,13 +79,13 @@ def denoise_step(model: TinyDenoiser, x: torch.Tensor, t: int, alphas: torch.Ten
     ts = torch.full((x.shape[0],), t, device=x.device)
     eps = model(x, ts)
     a_t, a_prev = alphas[t], alphas[t - 1] if t > 0 else torch.ones((), device=x.device)
-    x0 = (x - (1 - a_t).sqrt() * eps) / a_t.sqrt()
+    x0 = ((x - (1 - a_t).sqrt() * eps) / a_t.sqrt()).clamp(-1.0, 1.0)
     return a_prev.sqrt() * x0 + (1 - a_prev).sqrt() * eps
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-steps", type=int, default=50, help="denoising steps")
+    parser.add_argument("--num-steps", type=int, default=100, help="denoising steps")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -87,7 +96,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = TinyDenoiser(dim=args.dim).to(args.device).eval()
-    alphas = torch.linspace(0.9999, 0.02, args.num_steps, device=args.device).cumprod(0)
+    betas = torch.linspace(1e-4, 0.02, args.num_steps, device=args.device)
+    alphas = (1 - betas).cumprod(0)  # alpha-bar: from ~1 down to exp(-sum of betas)
     x = torch.randn(args.batch, 4, 16, 16, device=args.device)
     with torch.no_grad():
         for i, t in enumerate(reversed(range(args.num_steps))):

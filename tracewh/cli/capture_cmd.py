@@ -22,6 +22,17 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
+def overhead_text(pct: float, ci_low: float | None, ci_high: float | None) -> str:
+    """The overhead estimate with its 95% interval, or "not significant" when the interval
+    includes 0 or there is none (the figure alone would mislead)."""
+    if ci_low is None or ci_high is None:
+        return f"not significant: no 95% interval (estimate {pct:+.1f}%; needs at least 6 traced rounds)"
+    if ci_low <= 0 <= ci_high:
+        return (f"not significant: its 95% interval {ci_low:+.1f}% .. {ci_high:+.1f}% includes 0 "
+                f"(estimate {pct:+.1f}%)")
+    return f"{pct:+.1f}% ({_interval(ci_low, ci_high)})"
+
+
 def _interval(ci_low: float | None, ci_high: float | None) -> str:
     if ci_low is None or ci_high is None:
         return "no 95% interval"
@@ -83,6 +94,8 @@ def capture(
                 "profiler_overhead_ci_low_pct": _round(est.ci_low_pct),
                 "profiler_overhead_ci_high_pct": _round(est.ci_high_pct),
                 "profiler_overhead_reliable": est.reliable, "reasons": list(est.reasons),
+                "profiler_overhead_significant": (est.ci_low_pct is not None and est.ci_high_pct is not None
+                                                  and not est.ci_low_pct <= 0 <= est.ci_high_pct),
                 "clock": est.clock,
             },
         }, indent=2))
@@ -94,10 +107,8 @@ def capture(
             f"{how}\n  trace:    {res.trace_path}\n  run.json: {res.sidecar_path}"
         )
         if est is not None:
-            typer.echo(
-                f"  profiler overhead {est.pct:+.1f}% ({_interval(est.ci_low_pct, est.ci_high_pct)}, "
-                f"{len(est.ratios)} traced rounds, {est.clock} time)"
-            )
+            typer.echo(f"  profiler overhead {overhead_text(est.pct, est.ci_low_pct, est.ci_high_pct)} "
+                       f"({len(est.ratios)} traced rounds, {est.clock} time)")
     if est is not None and not est.reliable:
         typer.echo(f"warning: the overhead figure is unreliable: {'; '.join(est.reasons)}", err=True)
     if done.script_exit != 0:
