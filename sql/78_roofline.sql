@@ -303,6 +303,8 @@ SELECT
     CASE WHEN NOT l.graph OR l.replayed THEN w.bytes END AS bytes,
     w.roof, w.non_contiguous,
     CASE
+        WHEN l.launcher IS NULL AND l.launch_pid IS NULL AND NOT l.replayed
+            THEN 'unlinked: no launch call found for these GPU ops'
         WHEN l.launcher IS NULL THEN 'no CPU operator encloses the launch'
         WHEN l.graph AND NOT l.replayed
             THEN 'CUDA/HIP graph replay with no capture of the graph in the warehouse (ingest the trace that captured it): the operator around the launch did not issue these kernels'

@@ -161,6 +161,10 @@ def test_one_node_fewer_in_the_replay_keeps_its_gpu_time_attributed(
         assert res.exit_code == 0, res.output
         assert f"{N - 1} of {N - 1} replayed GPU ops matched" in res.output
         assert f"match quality {100 * (N - 1) / N:.1f}%" in res.output, res.output
+    from tracewh.report.modules_section import collect_modules, modules_section
+
+    section = modules_section(collect_modules(wh, rid))  # the report says it too
+    assert f"match quality {100 * (N - 1) / N:.1f}%" in section.text, section.text
     res = CliRunner().invoke(app, ["ops", "-w", str(wh.root), "--run", runs["capture_middle"]])
     assert f"{N - 1} of {N} replayed GPU ops matched" in res.output
     assert "1 unmatched op keeps its own launch attribution" in res.output

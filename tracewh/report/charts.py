@@ -25,6 +25,10 @@ from tracewh.core.textsafe import escape_nested
 WIDTH = 860  # readable at 1400 px; PNGs scale down (max-width 100%) in narrow windows
 #: Longest axis label (kernel names) in pixels before Vega truncates with an ellipsis.
 LABEL_LIMIT = 260
+#: Vega expression trimming an axis label in the middle (kernel names differ at both ends),
+#: the cut marked with "…"; the tooltip carries the whole name.
+MIDDLE_LABEL = ("length(datum.label) > 44 ? slice(datum.label, 0, 24) + '…' + "
+                "slice(datum.label, length(datum.label) - 19) : datum.label")
 
 _CATEGORY_SCHEME: Final = "tableau10"
 
@@ -134,7 +138,7 @@ def top_kernels(kernels: pl.DataFrame, *, top: int = 15) -> AnyChart | None:
         .mark_bar(color="#4c78a8")
         .encode(
             x=alt.X("total_ms:Q", title="GPU time (ms)"),
-            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr=MIDDLE_LABEL)),
             tooltip=[
                 alt.Tooltip("kernel:N"),
                 alt.Tooltip("calls:Q"),
@@ -356,7 +360,7 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
     order = totals[label].to_list()
     base = Chart(values(df)).encode(
         x=alt.X("rank:O", title="rank", axis=alt.Axis(labelAngle=0, orient="top")),
-        y=alt.Y("kernel:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+        y=alt.Y("kernel:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr=MIDDLE_LABEL)),
     )
     cells = base.mark_rect().encode(
         color=alt.Color("ratio:Q", title="× median rank",
@@ -436,7 +440,7 @@ def diverging(diff: pl.DataFrame, *, label: str, delta: str, top: int = 15) -> A
         .mark_bar()
         .encode(
             x=alt.X("delta_ms:Q", title="change in GPU time per step (ms, B − A)"),
-            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr=MIDDLE_LABEL)),
             color=alt.condition("datum.delta_ms > 0", alt.value("#e45756"), alt.value("#54a24b")),
             tooltip=["kernel:N", alt.Tooltip("delta_ms:Q", title="Δ (ms)", format="+,.3f")],
         )

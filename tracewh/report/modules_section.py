@@ -35,6 +35,7 @@ class ModuleData:
     depth: int | None  # depth of the layers (None: no modules)
     parent: str | None = None  # the module holding them (None: every node at ``depth``)
     cls: str | None = None  # their class (None: any)
+    graph_note: str = ""  # how the run's graph replays map to captures (match quality)
 
 
 def layer_group(tree: pl.DataFrame) -> tuple[int, str | None, str | None] | None:
@@ -76,10 +77,24 @@ def collect_modules(wh: Any, run_id: Any) -> ModuleData | None:
         tree: pl.DataFrame = method(run_id)
     except TracewhError:
         return None
+    note = graph_note(wh, run_id)
     group = layer_group(tree)
     if group is None:
-        return ModuleData(tree, None)
-    return ModuleData(tree, *group)
+        return ModuleData(tree, None, graph_note=note)
+    return ModuleData(tree, *group, graph_note=note)
+
+
+def graph_note(wh: Any, run_id: Any) -> str:
+    """The match-quality line of the run's graph replays (``Warehouse.graph_match``), or ""."""
+    method = getattr(wh, "graph_match", None)
+    if method is None:
+        return ""
+    from tracewh.query.graphalign import match_note
+
+    try:
+        return match_note(method(run_id)) or ""
+    except TracewhError:
+        return ""
 
 
 def _order(name: str) -> tuple[str, int]:
@@ -134,6 +149,10 @@ def layer_chart(data: ModuleData) -> AnyChart | None:
     )
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def layer_sentence(rows: pl.DataFrame, data: ModuleData) -> str:
     """What the layer view shows, in one sentence: how many layers, of what, the share of the
     GPU time they hold together, and the slowest one."""
@@ -162,6 +181,8 @@ def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
     text = ""
     if rows.height:
         text = layer_sentence(rows, data)
+    if data.graph_note:
+        text = f"{text} {_cap(data.graph_note)}." if text else f"{_cap(data.graph_note)}."
     tree = data.tree.with_columns(
         pl.when(pl.col("module_path").is_null()).then(pl.lit("(no module)"))
         .otherwise(pl.lit("· ").repeat_by(pl.col("depth") - 1).list.join("") + pl.col("name"))
