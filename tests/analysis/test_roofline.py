@@ -114,7 +114,8 @@ def test_unmodelled_unlinked_graph_and_host_copy_rows(r1: dict[Any, dict[str, An
     rows = r1
     assert rows["aten::bar"]["flops"] is None and "no perf model" in rows["aten::bar"]["note"]
     assert rows["aten::bar"]["gpu_ns"] == 50
-    assert rows[None]["gpu_ns"] == 70 and "no CPU operator" in rows[None]["note"]
+    # no launch call at all: unlinked (the one name for it, docs/concepts/figures.md#unlinked)
+    assert rows[None]["gpu_ns"] == 70 and "unlinked: no launch call found" in rows[None]["note"]
     g = rows["aten::mm"]
     assert g["flops"] is None and g["gpu_ns"] == 400 and "graph replay" in g["note"]
     c = rows["aten::copy_"]
