@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from tracewh.cli.common import (
     where_option,
 )
 from tracewh.cli.output import note, show
+from tracewh.cli.readprogress import ReadProgress
 from tracewh.core.errors import UsageError
 from tracewh.core.textsafe import escape_control
 
@@ -167,21 +169,38 @@ def ingest(
             TextColumn("{task.description}"), console=console, disable=not show_progress,
             transient=True,
         )
+        reading = ReadProgress({str(p): _size(p) for p in files})
+        done_bytes = [0]
+        stop = threading.Event()
         with progress:
             task = progress.add_task("", total=max(total, 1))
             files_task = progress.add_task("files", total=len(files), visible=False)
 
             def on_result(result: FileResult) -> None:
-                progress.advance(task, result.bytes)
+                done_bytes[0] += result.bytes
+                reading.finished(result.path)
+                progress.update(task, completed=done_bytes[0] + reading.in_flight_bytes())
                 progress.advance(files_task, 1)
                 progress.update(task, description=f"{Path(result.path).name} {result.outcome}")
 
-            # a signal (handle_errors: SIGTERM/SIGHUP too) kills the workers: nothing committed after
-            report = wh.ingest(
-                paths, labels=labels, jobs=n_jobs, steps=steps, step_marker=step_marker,
-                skip_python=skip_python,
-                force=force, job=job, on_result=on_result, executor=executor,
-            )
+            def poll() -> None:  # the bar moves with the bytes read, not only per file
+                while not stop.wait(0.5):
+                    progress.update(task, completed=done_bytes[0] + reading.in_flight_bytes())
+
+            watcher = threading.Thread(target=poll, name="tracewh-read-progress", daemon=True)
+            if show_progress and reading.available:
+                watcher.start()
+            try:
+                # a signal (handle_errors: SIGTERM/SIGHUP too) kills the workers: nothing committed after
+                report = wh.ingest(
+                    paths, labels=labels, jobs=n_jobs, steps=steps, step_marker=step_marker,
+                    skip_python=skip_python,
+                    force=force, job=job, on_result=on_result, executor=executor,
+                )
+            finally:
+                stop.set()
+                if watcher.is_alive():
+                    watcher.join()
         if fmt == "json":
             typer.echo(json.dumps(report.to_dict(), indent=2))
         else:
