@@ -248,11 +248,15 @@ class Warehouse(QueryMethods):
         return run_critical_path(self, ref, step=step, data_loading=data_loading,
                                  ranks=self.rank_runs(run=ref))
 
-    def critical_path_steps(self, run: RunSelector = "latest", *, data_loading: Sequence[str] = ()) -> pl.DataFrame:
+    def critical_path_steps(
+        self, run: RunSelector = "latest", *, data_loading: Sequence[str] = (),
+        max_steps: int | None = None,
+    ) -> pl.DataFrame:
         """The critical path of every step of a run (:func:`tracewh.analysis.critical_run.step_critical_paths`)."""
         from tracewh.analysis.critical_run import step_critical_paths
         ref = self.resolve_run(run)
-        return step_critical_paths(self, ref, data_loading=data_loading, ranks=self.rank_runs(run=ref))
+        return step_critical_paths(self, ref, data_loading=data_loading,
+                                   ranks=self.rank_runs(run=ref), max_steps=max_steps)
 
     def rank_runs(self, job: str | None = None, *, run: RunSelector | None = None) -> list[str]:
         """The run ids of a job instance (see :meth:`ranks`), lowest rank first."""

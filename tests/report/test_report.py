@@ -76,7 +76,7 @@ def test_report_cli(small_wh: Warehouse, alexnet_id: str, tmp_path: Path) -> Non
     result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--run", alexnet_id,
                                       "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
-    assert "charts" in result.output and "no data for: steps, ranks" in result.output
+    assert "charts" in result.output and "no data for: steps, critical_path, ranks" in result.output
     assert (tmp_path / "r" / "report.html").exists()
 
 

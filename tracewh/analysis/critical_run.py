@@ -69,17 +69,19 @@ def run_critical_path(
 
 
 def step_critical_paths(
-    wh: Catalog, ref: RunRef, *, data_loading: Sequence[str] = (), ranks: Sequence[str] = ()
+    wh: Catalog, ref: RunRef, *, data_loading: Sequence[str] = (), ranks: Sequence[str] = (),
+    max_steps: int | None = None,
 ) -> pl.DataFrame:
     """The critical path of every step of run ``ref``: one row per step (``ProfilerStep#N``).
 
     Columns: ``step``, ``total_ns`` and one ``*_ns`` column per bound of
     :data:`tracewh.analysis.critical_path.BOUNDS` (``cpu_bound_ns``, ...), summing to it.
+    ``max_steps``: only the first N steps.
     """
     import polars as pl
 
     steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
-                   {"r": ref.run_id})["step"].to_list()
+                   {"r": ref.run_id})["step"].to_list()[:max_steps]
     rows = []
     with wh.session():
         for n in steps:

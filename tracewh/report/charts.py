@@ -472,3 +472,34 @@ def sparkline(steps: pl.DataFrame) -> AnyChart | None:
         .properties(width=140, height=28)
         .configure_view(strokeWidth=0)
     )
+
+
+@unvalidated
+def critical_path_steps(steps: pl.DataFrame) -> AnyChart | None:
+    """Stacked bars per step: the step's critical path split by what bounds it (HTA's bounds)."""
+    if steps.is_empty() or "total_ns" not in steps.columns:
+        return None
+    parts = [c for c in steps.columns if c.endswith("_ns") and c != "total_ns"]
+    df = (
+        steps.select("step", *parts)
+        .unpivot(index="step", variable_name="bound", value_name="ns")
+        .filter(pl.col("ns") > 0)
+        .with_columns(pl.col("bound").str.strip_suffix("_ns"), (pl.col("ns") / 1e6).alias("ms"))
+        .drop("ns")
+    )
+    if df.is_empty():
+        return None
+    return (
+        Chart(values(df))
+        .mark_bar()
+        .encode(
+            x=alt.X("step:O", title="step", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("ms:Q", title="critical path (ms)", stack="zero"),
+            color=alt.Color("bound:N", title=None),
+            order=alt.Order("bound:N"),
+            tooltip=["step:O", "bound:N", alt.Tooltip("ms:Q", title="time (ms)", format=",.3f")],
+        )
+        .properties(title=_title("Critical path per step", "HTA's event graph: the longest "
+                                 "chain of CPU work, launches, GPU work and syncs, by bound"),
+                    width=min(WIDTH - 100, max(120, 40 * df["step"].n_unique())))
+    )

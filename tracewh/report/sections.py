@@ -18,6 +18,8 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
     and the roofline when it was collected."""
     p = prefix
     roof = [roofline_section(data.roofline, prefix=p)] if data.roofline is not None else []
+    found = data.extra.get("critical_path")
+    cpath = found if isinstance(found, pl.DataFrame) else pl.DataFrame()
     return [
         Section(
             f"{p}top_kernels", "Top kernels", charts.top_kernels(data.kernels),
@@ -81,6 +83,21 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
                 Column("gpu_tail_ns", "GPU tail", "ms"), Column("ops", "ops"),
                 Column("top_kernel", "top kernel"), Column("bound", "bound"),
             ], limit=50)],
+        ),
+        Section(
+            f"{p}critical_path", "Critical path per step", charts.critical_path_steps(cpath),
+            "no steps in this trace, or no CPU operators and GPU ops in them",
+            text="The longest chain of CPU work, launches, GPU work and synchronisations of each "
+                 "step (HTA's event graph; see tracewh critical-path), split by what bounds it.",
+            tables=[table("Critical path per step", cpath, [
+                Column("step", "step"), Column("total_ns", "path", "ms"),
+                Column("cpu_bound_ns", "CPU", "ms"),
+                Column("gpu_compute_bound_ns", "GPU compute", "ms"),
+                Column("gpu_communication_bound_ns", "GPU comm", "ms"),
+                Column("gpu_kernel_kernel_overhead_ns", "kernel-kernel", "ms"),
+                Column("gpu_kernel_launch_overhead_ns", "launch", "ms"),
+                Column("data_loading_ns", "data loading", "ms"),
+            ], limit=50)] if not cpath.is_empty() else [],
         ),
         Section(
             f"{p}ranks", "Per-rank imbalance", charts.rank_heatmap(data.rank_kernels),

@@ -191,7 +191,24 @@ def collect_run(
         rank_stragglers=rank_stragglers,
         roofline=collect_roofline(wh, ref) if roofline else None,
         ref=ref,
+        extra={"critical_path": collect_critical_path(wh, ref)},
     )
+
+
+#: Steps whose critical path a report computes (the first ones).
+CRITICAL_PATH_STEPS = 20
+
+
+def collect_critical_path(wh: WarehouseLike, ref: Any) -> pl.DataFrame:
+    """``Warehouse.critical_path_steps`` of the run's first steps (empty where it has none)."""
+    method = getattr(wh, "critical_path_steps", None)
+    if method is None:
+        return pl.DataFrame()
+    try:
+        found = _as_frame(method(ref, max_steps=CRITICAL_PATH_STEPS))
+    except TracewhError:
+        return pl.DataFrame()
+    return found if found is not None else pl.DataFrame()
 
 
 def collect_roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
