@@ -263,6 +263,31 @@ def flat_frame(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: A spreadsheet reads a cell starting with one of these as a formula (CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with each text cell that a spreadsheet would run as a formula prefixed by ``'``.
+
+    Names and labels come from traces and users: ``=HYPERLINK(...)`` or ``@SUM(...)`` as a
+    kernel name ran in Excel or LibreOffice when the CSV was opened (OWASP "CSV
+    injection"). Only text columns are touched (a negative number stays a number); the
+    ``'`` is what spreadsheets themselves use to mark a cell as text.
+    """
+    import polars as pl
+
+    text = [n for n, t in df.schema.items() if t == pl.String]
+    if not text:
+        return df
+    return df.with_columns(
+        pl.when(pl.col(n).str.starts_with(FORMULA_START[0])
+                | pl.any_horizontal(pl.col(n).str.starts_with(c) for c in FORMULA_START[1:]))
+        .then(pl.lit("'") + pl.col(n)).otherwise(pl.col(n)).alias(n)
+        for n in text
+    )
+
+
 def escaped_frame(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with control characters of its text columns made visible (for a terminal)."""
     import polars as pl
@@ -281,7 +306,7 @@ def to_text(df: pl.DataFrame, fmt: str) -> str:
     CSV has no nested values: lists and structs are written as JSON text.
     """
     if fmt == "csv":
-        return flat_frame(df).write_csv()
+        return csv_safe(flat_frame(df)).write_csv()
     if fmt == "json":
         buf = io.StringIO()
         df.write_json(buf)
@@ -303,7 +328,7 @@ def write_out(df: pl.DataFrame, path: Path) -> None:
         raise UsageError(f"--out must end in .csv, .json or .parquet, not {path.name!r}")
     with atomic_file(path) as tmp:
         if suffix == ".csv":
-            flat_frame(df).write_csv(tmp)
+            csv_safe(flat_frame(df)).write_csv(tmp)
         elif suffix == ".json":
             df.write_json(tmp)
         else:

@@ -76,3 +76,32 @@ def escape_nested(value: Any) -> Any:
     if isinstance(value, dict):
         return {escape_nested(k): escape_nested(v) for k, v in value.items()}
     return value
+
+
+#: Characters that change a Markdown document wherever they stand in a line.
+_MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
+#: What changes a Markdown document at the start of a line (a heading, a quote, a list item).
+_MD_LINE_START = re.compile(r"^(\s*)(#|[-+*](?=\s))")
+_MD_ORDERED = re.compile(r"^(\s*\d+)([.)])(?=\s)")
+
+
+def escape_markdown(text: str) -> str:
+    r"""``text`` as literal Markdown: one line, no markup, no raw HTML.
+
+    :func:`escape_control` first (a newline becomes ``\n``, so no data starts a line of
+    its own: no heading, list or quote can be injected), then ``&``, ``<``, ``>`` as HTML
+    entities (no raw HTML: ``<script>``, ``<img onerror=...>``) and a backslash before
+    every character that is Markdown syntax inside a line (emphasis, code, links, tables,
+    strikethrough), and before a heading, quote or list marker at the start. Rendered,
+    the text reads exactly as it was.
+
+    Examples
+    --------
+    >>> print(escape_markdown("<b>[a](b)</b> | *y*"))
+    &lt;b&gt;\[a\](b)&lt;/b&gt; \| \*y\*
+    """
+    text = escape_control(text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MD_INLINE.sub(r"\\\1", text)
+    text = _MD_ORDERED.sub(r"\1\\\2", text)
+    return _MD_LINE_START.sub(r"\1\\\2", text)

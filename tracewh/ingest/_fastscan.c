@@ -609,6 +609,7 @@ static int arg_id(const unsigned char *k, size_t len) {
 
 enum { M_X, M_OTHER };
 
+
 /* args (a J_OBJ token) -> the compact JSON in scratch of the keys not taken into columns,
  * and the tokens of the keys read into columns (a[]). *left: keys written. With M_X the
  * ids are taken out of the JSON (the Python ids too for python_function), "external id"
@@ -633,6 +634,9 @@ static int scan_args(Shredder *self, const Tok *args, int mode, int is_python, T
         size_t vpos = i;
         i = sc_ws(s, read_tok(s, i, n, &v), n);
         if (s[i] == ',') i = sc_ws(s, i + 1, n);
+        /* a long list or object value: the pure path counts its items and may replace it
+         * (rows.cap_long_args: 65,536 items need at least 128 KiB of JSON) */
+        if ((v.type == J_ARR || v.type == J_OBJ) && v.len >= ARG_SLOW_BYTES) return 0;
         int id = arg_id(k.p, k.len);
         if (id >= 0) a[id] = v;
         if (mode == M_X && (id == A_CORR || id == A_EXT || id == A_STREAM || id == A_DEVICE ||

@@ -2,6 +2,12 @@
 #ifndef TRACEWH_FASTSCAN_H
 #define TRACEWH_FASTSCAN_H
 
+/* An args list or object value at least this long (JSON bytes) sends its event to the pure
+ * path, which counts the value's items and replaces it by a marker beyond 65,536 of them
+ * (tracewh.ingest.rows.cap_long_args; 65,536 items need at least 128 KiB of JSON): both the
+ * scanner (scan_args) and the shredder of parsed events (args_json) do this. */
+#define ARG_SLOW_BYTES ((size_t)128 << 10)
+
 typedef struct {
     Buf in;          /* input bytes; [pos, in.len) not consumed yet */
     size_t pos;

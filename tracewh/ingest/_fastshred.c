@@ -639,8 +639,11 @@ static int args_json(Shredder *self, PyObject *args, PyObject **skip, int nskip,
         int r = json_str(b, key);
         if (r <= 0) return r;
         if (buf_putc(b, ':') < 0) return -1;
+        size_t start = b->len;
         r = json_value(b, item, self->decimal_type, 2);
         if (r <= 0) return r;
+        if ((PyList_CheckExact(item) || PyDict_CheckExact(item)) && b->len - start >= ARG_SLOW_BYTES)
+            return 0;  /* a long value: the pure path may cut it (see ARG_SLOW_BYTES) */
     }
     return buf_putc(b, '}') < 0 ? -1 : 1;
 }

@@ -327,8 +327,10 @@ def compact(store: Store, *, retain_hours: int = 168) -> CompactReport:
     :data:`MIN_SHARED_RETAIN_HOURS` the vacuum could delete the file of a
     commit in progress, so it then waits for running ingests and compactions
     of this machine and keeps new ones waiting (the ``writers`` lock, taken
-    exclusively) while it vacuums; queries running meanwhile on an older
-    snapshot may fail. On an object store, where locks are local to a machine,
+    exclusively) while it vacuums. Readers of an older snapshot (a report, a query) hold
+    the ``readers`` lock (:meth:`~tracewh.storage.store.Store.reading`): when one does, the
+    retention is raised to that minimum for this run (``clamp`` says so) and the files it
+    reads stay; readers starting meanwhile wait for the vacuum. On an object store, where locks are local to a machine,
     the retention is raised to that minimum instead (``clamp`` says so).
     """
     if retain_hours < 0:
@@ -353,7 +355,14 @@ def compact(store: Store, *, retain_hours: int = 168) -> CompactReport:
     vacuumed: dict[str, int] = {}
     freed: dict[str, int] = {}
     kept: dict[str, tuple[int, int]] = {}
-    with store.lock("writers", shared=not exclusive):
+    readers = (store.lock("readers", blocking=False) if exclusive
+               else contextlib.nullcontext(True))
+    with store.lock("writers", shared=not exclusive), readers as alone:
+        if exclusive and not alone:
+            # a reader holds a snapshot whose files this vacuum would delete: keep them
+            applied = MIN_SHARED_RETAIN_HOURS
+            clamp = (f"retention raised from {retain_hours} h to {applied} h: a query or "
+                     "report is reading the warehouse; run compact again once it is done")
         for name in TABLES:
             n, nbytes, k, kbytes = _vacuum(store, name, applied, fs)
             vacuumed[name], freed[name], kept[name] = n, nbytes, (k, kbytes)

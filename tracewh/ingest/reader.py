@@ -79,6 +79,27 @@ PART_PREFIX = b'{"traceEvents":['
 PART_SUFFIX = b"]}"
 
 
+_EVENTS_KEY = b'"traceEvents"'
+
+
+def duplicate_events_keys(path: Path) -> int:
+    """How many top-level ``traceEvents`` keys the document at ``path`` has (a full parse).
+
+    Run only when the bytes ``"traceEvents"`` occur more than once (:attr:`_Tee.key_hits`):
+    an event or a value may hold that string; a second top-level key is an error.
+    """
+    count = 0
+    try:
+        inner, _ = _open_decompressed(path)
+        with inner:
+            for prefix, event, value in c_backend().parse(inner, use_float=False):
+                if prefix == "" and event == "map_key" and value == "traceEvents":
+                    count += 1
+    except (OSError, ValueError, EOFError, ijson.JSONError, zlib.error):
+        pass  # a damaged document: the parse of the events says what is wrong
+    return count
+
+
 class _Tee(io.RawIOBase):
     """A read-only view of the decompressed bytes [start, stop) that remembers head and tail.
 
@@ -119,6 +140,10 @@ class _Tee(io.RawIOBase):
         self.reached_eof = False
         self._out = self._output()
         self._left = b""
+        #: how often the bytes ``"traceEvents"`` were read (a second top-level key is found
+        #: exactly by :func:`duplicate_events_keys` only when this is more than one)
+        self.key_hits = 0
+        self._key_carry = b""
 
     def readable(self) -> bool:
         return True
@@ -145,6 +170,9 @@ class _Tee(io.RawIOBase):
             if data:
                 break
         self.offset += len(data)
+        window = self._key_carry + data  # a key split across two reads is counted once
+        self.key_hits += window.count(_EVENTS_KEY)
+        self._key_carry = window[-(len(_EVENTS_KEY) - 1):]
         if self.recording_head:
             self.head += data
             if len(self.head) > _HEAD_CAP:
@@ -477,6 +505,13 @@ def finish(
     """
     if is_array:
         return
+    # the first part reads the array's own key; a later part (its prefix is not counted) none
+    if tee.key_hits > (1 if tee.start_at is None else 0):
+        found = duplicate_events_keys(path)
+        if found > 1:  # json and ijson keep one or merge both: neither is right
+            raise TraceFormatError(
+                path, f"{found} top-level traceEvents arrays (a duplicate key): which holds the "
+                "trace is ambiguous, so none is ingested")
     meta: dict[str, Any] = {}
     if tee.start_at is None:
         meta, found, kind = _parse_header(path, bytes(tee.head), backend or c_backend())

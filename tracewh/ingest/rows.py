@@ -273,6 +273,8 @@ def prepare_events(
         if args is not None and type(args) is not dict:
             anomalies["mistyped_args"] += 1
             ev["args"] = args = {"_args": args}
+        if args:
+            cap_long_args(args, anomalies)
         if ph == "X":
             if (
                 cat == python_cat
@@ -335,6 +337,42 @@ def prepare_events(
     if rows:
         sink(rows)
     return idx + 1
+
+
+#: A list or object argument value (``Input Dims`` of a ``cat`` of a million tensors) with
+#: more items than this (nested items counted) is replaced by :func:`long_value_marker`:
+#: stored as JSON text and parsed again in SQL, it cost ~1 KB of memory per item.
+ARG_CAP_ITEMS = 65_536
+
+
+def _items(value: Any) -> int:
+    """Lists' and objects' items inside ``value``, nested ones included."""
+    n = 0
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if type(v) is list:
+            n += len(v)
+            todo.extend(x for x in v if type(x) is list or type(x) is dict)
+        elif type(v) is dict:
+            n += len(v)
+            todo.extend(x for x in v.values() if type(x) is list or type(x) is dict)
+    return n
+
+
+def long_value_marker(items: int) -> str:
+    """What an over-long argument value is stored as (a string, so the column's JSON stays valid)."""
+    return f"<tracewh: truncated, {items} items>"
+
+
+def cap_long_args(args: dict[str, Any], anomalies: Counter[str]) -> None:
+    """Replace each list or object value of ``args`` longer than :data:`ARG_CAP_ITEMS` items by
+    :func:`long_value_marker`, counting each in the ``truncated_args`` anomaly."""
+    for key, value in args.items():
+        if (type(value) is list or type(value) is dict) and len(value) and (
+                len(value) > ARG_CAP_ITEMS or _items(value) > ARG_CAP_ITEMS):
+            args[key] = long_value_marker(_items(value))
+            anomalies["truncated_args"] += 1
 
 
 def _flow_id(value: Any, anomalies: Counter[str]) -> int | None:

@@ -85,6 +85,8 @@ class Session:
         con = connect_catalog()
         stack = contextlib.ExitStack()
         try:
+            # a compact --retain-hours 0 keeps the files of this snapshot while it is read
+            stack.enter_context(self.store.reading())
             tables = catalog_tables(con)
             partial = self.store.require(
                 tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
@@ -314,15 +316,19 @@ class Session:
     @contextlib.contextmanager
     def conn(self, *, reuse: bool = False, **kwargs: Any) -> Iterator[duckdb.DuckDBPyConnection]:
         """A catalog connection for one call; ``reuse``: for the library's fixed queries only
-        (a user's SQL gets a fresh connection: whatever it sets or creates goes with it)."""
-        con = self._connect(reuse=reuse, **kwargs)
-        try:
-            yield con
-        finally:
-            if reuse and self._pinned is None:
-                self._give_back(con)
-            else:
-                self._release(con)
+        (a user's SQL gets a fresh connection: whatever it sets or creates goes with it).
+        Outside a session the snapshot's files are read under :meth:`Store.reading`."""
+        with contextlib.ExitStack() as stack:
+            if self._pinned is None:
+                stack.enter_context(self.store.reading())
+            con = self._connect(reuse=reuse, **kwargs)
+            try:
+                yield con
+            finally:
+                if reuse and self._pinned is None:
+                    self._give_back(con)
+                else:
+                    self._release(con)
 
     def guard_log(self, read: Callable[[], _T]) -> _T:
         try:

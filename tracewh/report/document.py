@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tracewh.core.textsafe import escape_markdown
 from tracewh.report import render
 from tracewh.report.tables import Section, Table
 
@@ -140,21 +141,27 @@ def markdown(
     *, title: str, facts: list[Table], sections: list[Section], charts: dict[str, ChartFile],
     generated: str,
 ) -> str:
-    """The Markdown report (images linked from ``charts/``)."""
-    parts = [f"# {title}\n", f"_{generated}_\n"]
+    """The Markdown report (images linked from ``charts/``).
+
+    Every string in it that may hold data (the title holds the trace's file name; tables,
+    texts and sentences hold names and labels) goes through
+    :func:`~tracewh.core.textsafe.escape_markdown`: data never becomes markup or HTML.
+    """
+    md = escape_markdown
+    parts = [f"# {md(title)}\n", f"_{md(generated)}_\n"]
     for t in facts:
-        parts += [f"## {t.title}\n", t.markdown()]
+        parts += [f"## {md(t.title)}\n", t.markdown()]
     for sec in sections:
-        parts.append(f"## {sec.title}\n")
+        parts.append(f"## {md(sec.title)}\n")
         if sec.key in charts:
-            parts.append(f"![{sec.title}](charts/{sec.key}.png)\n")
+            parts.append(f"![{md(sec.title)}](charts/{sec.key}.png)\n")
         else:
-            parts.append(f"_{_sentence(sec.empty)}._\n")
+            parts.append(f"_{md(_sentence(sec.empty))}._\n")
         if sec.text:
-            parts.append(sec.text + "\n")
+            parts.append(md(sec.text) + "\n")
         for t in sec.tables:
             if sec.key in charts or not t.frame.is_empty():
-                parts += [f"### {t.title}\n", t.markdown()]
+                parts += [f"### {md(t.title)}\n", t.markdown()]
     return "\n".join(parts)
 
 

@@ -113,4 +113,7 @@ def _bundle_cache() -> Path | None:
 
 def spec_json(vl_spec: dict[str, Any]) -> str:
     """Spec JSON safe to place inside an HTML ``<script>`` element."""
-    return json.dumps(vl_spec, separators=(",", ":")).replace("</", "<\\/")
+    # <, > and & only occur inside JSON strings: as \u escapes no data can close the
+    # element (</script>) or open a comment (<!--) in it
+    text = json.dumps(vl_spec, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

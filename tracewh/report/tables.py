@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from tracewh.core.textsafe import escape_control
+from tracewh.core.textsafe import escape_control, escape_markdown
 
 #: unit -> (divisor, digits, header suffix)
 _UNITS: dict[str, tuple[float, int, str]] = {
@@ -157,7 +157,10 @@ def _text(value: object, decimals: int | None = None) -> str:
 
 
 def _md(value: object, decimals: int | None = None) -> str:
-    return _text(value, decimals).replace("|", "\\|").replace("\n", " ")
+    """A cell as literal Markdown (numbers as they are; text escaped: no markup, no HTML)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _text(value, decimals)
+    return escape_markdown(_text(value, decimals))
 
 
 @dataclass

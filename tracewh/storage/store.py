@@ -876,6 +876,30 @@ class Store:
             with self._lease(key):
                 yield True
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the ``readers`` lock shared while a snapshot's files are read (local warehouses).
+
+        ``compact --retain-hours 0`` vacuums files superseded moments ago; it takes this
+        lock exclusively (without waiting) first, and where readers hold it keeps those files
+        (see :func:`tracewh.ingest.maintenance.compact`). A reader waits only while such a
+        vacuum runs. Where the lock file cannot be made (a read-only warehouse, which nothing
+        can vacuum either) the read goes on without it.
+        """
+        if self.remote or not self.locks_dir.is_dir():  # nothing written here yet: no vacuum
+            yield
+            return
+        try:
+            fd = os.open(self.locks_dir / "readers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
     def check_writable(self) -> None:
         """Raise :class:`ReadOnlyWarehouseError` unless this process can write the warehouse.
 
