@@ -79,7 +79,8 @@ def escape_nested(value: Any) -> Any:
 
 
 #: Characters that change a Markdown document wherever they stand in a line.
-_MD_INLINE = re.compile(r"([\\`*_\[\]|~])")
+#: ``_`` between two letters or digits opens no emphasis (CommonMark): ``gemm_kernel`` stays.
+_MD_INLINE = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 #: What changes a Markdown document at the start of a line (a heading, a quote, a list item).
 _MD_LINE_START = re.compile(r"^(\s*)(#|[-+*](?=\s))")
 _MD_ORDERED = re.compile(r"^(\s*\d+)([.)])(?=\s)")
