@@ -65,6 +65,14 @@ def _run(
     return wh, ref, data
 
 
+def _has_null(data: pl.DataFrame | Rows, column: str) -> bool:
+    if column not in data.columns:
+        return False
+    i = list(data.columns).index(column)
+    rows = data.rows if isinstance(data.rows, list) else data.iter_rows()  # Rows, else a frame
+    return any(row[i] is None for row in rows)
+
+
 def _empty(data: pl.DataFrame | Rows) -> bool:
     return (data.height if hasattr(data, "height") else len(data.rows)) == 0
 
@@ -297,8 +305,12 @@ def ops(
         if _empty(df):
             empty = (f"run {ref.short_id} has no cpu_op events" if cpu
                      else _why_no_gpu_ops(wh, ref, "GPU ops"))
+        notes = [] if cpu else graph_notes(wh, ref)
+        if not cpu and _has_null(df, "op_name"):
+            notes.append("an empty op_name: GPU ops no CPU operator encloses, unlinked ones among "
+                         "them (no launch call found: `tracewh launches --by linkage` counts them)")
         show(df, fmt, title="CPU op time" if cpu else "GPU time by operator", run=ref, top=top,
-             out=out, empty=empty, notes=() if cpu else graph_notes(wh, ref))
+             out=out, empty=empty, notes=notes)
 
 
 @app.command()

@@ -159,12 +159,28 @@ def history(
         what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
         if kernel_key:
             what += f", kernel key {kernel_key!r}"
-        notes = list(window)
+        notes = list(window) + _workload_notes(wh, df)
         if df.height and (kernel or category or kernel_key) and int(df["calls"].sum() or 0) == 0:
             notes.append(f"no GPU op matched {what} in these runs (calls 0 everywhere)")
         shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
         show(shown, fmt, title=f"history: {what}, per step", top=top, out=out, notes=notes,
              empty=empty, absolute=True)
+
+
+def _workload_notes(wh: Warehouse, df: pl.DataFrame) -> list[str]:
+    """A warning when the rows mix workloads (a series is only meaningful within one)."""
+    if df.is_empty() or "run_id" not in df.columns:
+        return []
+    runs = wh.runs()
+    if "workload" not in runs.columns:
+        return []
+    names = sorted({str(w) for r, w in zip(runs["run_id"], runs["workload"], strict=True)
+                    if r in set(df["run_id"].to_list())})
+    if len(names) < 2:
+        return []
+    return [f"these rows mix {len(names)} workloads ({', '.join(names[:3])}"
+            + (", ..." if len(names) > 3 else "") + "): compare values within one; --where model=NAME "
+            "(or another label) keeps one"]
 
 
 def _window_notes(wh: Warehouse, since: str | None, first: dt.date | None,
