@@ -22,7 +22,8 @@ WITH c AS (
     JOIN t_gpu_link x ON x.event_index = e.event_index
     WHERE n.op_kind = 'kernel'
       AND (n.category = 'communication'
-           OR coalesce(json_exists(e.args_json, '$."Collective name"'), false))
+           OR (contains(e.args_json, 'Collective name')
+               AND coalesce(json_exists(e.args_json, '$."Collective name"'), false)))
 ),
 p AS (
     SELECT c.*,
