@@ -181,6 +181,13 @@ def handwritten() -> list[Case]:
         Case("long_name_raw_utf8", _doc(_X % ('"' + "é€" * (1 << 19) + '"', "1", "1")),
              expect="ok", detail="truncated_strings"),
         Case("duplicated_kernel", _doc(_GOOD[2]), expect="ok", detail="duplicate_events"),
+        # issue 33: a second top-level traceEvents array (class 11), a huge args list (class 10)
+        Case("two_trace_events_arrays", _doc(tail='"traceEvents": [' + json.dumps(_GOOD[2]) + "]"),
+             expect="fail", detail="top-level traceEvents arrays (a duplicate key)"),
+        Case("trace_events_named_in_values", _doc(_ev(name="traceEvents", args={"traceEvents": 1}),
+                                                  tail='"traceName": "traceEvents"'), expect="ok"),
+        Case("huge_input_dims", _doc(_ev(args={"Input Dims": [[8, 16]] * 40_000, "Input type": ["f"]})),
+             expect="ok", detail="truncated_args"),
         Case("kernel_far_before_trace", _doc({**_GOOD[2], "ts": 120 - 2_000_000_000}),
              expect="ok", detail="gpu_outside_cpu_window"),
         Case("correlation_reused", _doc(

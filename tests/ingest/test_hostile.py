@@ -69,7 +69,7 @@ DEFAULT_OK = {
     "non_object_events", "missing_ph", "missing_ts", "ts_string", "negative_dur",
     "ts_beyond_int64", "pid_beyond_uint64", "args_not_object", "megabyte_kernel_name",
     "long_string_escapes", "duplicated_kernel", "kernel_far_before_trace", "correlation_reused",
-    "markup_and_escape_names",
+    "markup_and_escape_names", "trace_events_named_in_values", "huge_input_dims",
 }
 
 

@@ -31,13 +31,23 @@ def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     p = subprocess.run([TRACEWH, "ingest", str(base / "t"), "-w", str(base / "wh")],
                        capture_output=True, text=True, env=driver_env())
     assert p.returncode == 0, p.stderr
+    (base / "tmp").mkdir()
     return base / "wh"
+
+
+def _tmp(wh: Path) -> Path:
+    """The commands' own temporary folder (other processes of the machine use /tmp too)."""
+    return wh.parent / "tmp"
+
+
+def _env(wh: Path) -> dict[str, str]:
+    return {**driver_env(), "TMPDIR": str(_tmp(wh))}
 
 
 def _sql(wh: Path, query: str, *args: str, cwd: Path | None = None,
          timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TRACEWH, "sql", query, "-w", str(wh), *args], capture_output=True,
-                          text=True, env=driver_env(), cwd=cwd, timeout=timeout)
+                          text=True, env=_env(wh), cwd=cwd, timeout=timeout)
 
 
 def _one_line(p: subprocess.CompletedProcess[str]) -> str:
@@ -46,18 +56,16 @@ def _one_line(p: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def _leftovers() -> set[str]:
-    import tempfile
-
-    return {p.name for p in Path(tempfile.gettempdir()).glob("tracewh-sql-*")}
+def _leftovers(wh: Path) -> set[str]:
+    return {p.name for p in _tmp(wh).glob("tracewh-sql-*")}
 
 
 def test_time_limit_stops_a_runaway_query(wh: Path) -> None:
-    before = _leftovers()
+    before = _leftovers(wh)
     p = _sql(wh, RUNAWAY_DISTINCT, "--time-limit", "1")
     assert p.returncode == 2, p.stderr
     assert "stopped at the time limit (1 s)" in _one_line(p)
-    assert _leftovers() == before
+    assert _leftovers(wh) == before
 
 
 def test_memory_limit_stops_a_query_that_cannot_spill(wh: Path) -> None:
@@ -67,27 +75,29 @@ def test_memory_limit_stops_a_query_that_cannot_spill(wh: Path) -> None:
 
 
 def test_spill_limit_caps_the_private_temp_folder(wh: Path) -> None:
-    before = _leftovers()
+    before = _leftovers(wh)
     p = _sql(wh, RUNAWAY_DISTINCT, "--memory-limit", "100MB", "--spill-limit", "50MB")
     assert p.returncode == 2, p.stderr
     assert "spill limit (50MB)" in _one_line(p)
-    assert _leftovers() == before  # the spill folder is gone with what it held
+    assert _leftovers(wh) == before  # the spill folder is gone with what it held
 
 
-def test_ctrl_c_interrupts_a_running_query(wh: Path) -> None:
-    before = _leftovers()
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_interrupts_a_running_query(wh: Path, signum: signal.Signals) -> None:
+    """Ctrl-C (and SIGTERM, as every command takes it) stops the query, removes its folder."""
+    before = _leftovers(wh)
     proc = subprocess.Popen([TRACEWH, "sql", RUNAWAY_DISTINCT, "-w", str(wh)], stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=driver_env())
+                            stdout=subprocess.PIPE, text=True, env=_env(wh))
     time.sleep(3)  # the query runs
     assert proc.poll() is None
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     took = time.monotonic() - t0
-    assert proc.returncode == 130, err
-    assert err.strip() == "error: stopped by SIGINT: nothing more was done"
+    assert proc.returncode == 128 + signum, err
+    assert err.strip() == f"error: stopped by {signum.name}: nothing more was done"
     assert took < 10, took  # about 0.3-0.8 s measured; generous for a loaded machine
-    assert _leftovers() == before
+    assert _leftovers(wh) == before
 
 
 def test_the_defaults_are_applied_and_the_temp_folder_is_private(wh: Path) -> None:
@@ -100,7 +110,7 @@ def test_the_defaults_are_applied_and_the_temp_folder_is_private(wh: Path) -> No
     assert row["mem"].startswith(("1.8 GiB", "1.9 GiB", "2.0 GiB", "2.0 GB", "1.8GiB")), row
     assert row["spill"].startswith(("3.7 GiB", "4.0 GB", "3.7GiB")), row
     tmp = Path(row["tmp"])
-    assert tmp.name.startswith("tracewh-sql-") and not tmp.exists()  # removed after the query
+    assert tmp.name.startswith("tracewh-sql-") and tmp.parent == _tmp(wh) and not tmp.exists()  # removed after the query
 
 
 def test_a_query_cannot_read_duckdbs_default_temp_folder(wh: Path, tmp_path: Path) -> None:
