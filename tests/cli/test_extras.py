@@ -75,3 +75,35 @@ def test_click_errors_pass_through_handle_errors() -> None:
         raise typer.BadParameter("bad value")
     with pytest.raises(typer.Abort), handle_errors():
         raise typer.Abort()
+
+
+_TABLES_PROBE = """
+import json, sys
+from typer.testing import CliRunner
+from tracewh.cli import app
+wh = sys.argv[1]
+commands = [["runs"], ["verify"], ["kernels"], ["gaps"], ["launches"], ["queue"], ["steps"],
+            ["ops"], ["memcpy"], ["breakdown"], ["ranks"], ["modules"], ["annotations"],
+            ["memory"], ["roofline"], ["history"], ["check"], ["changes"], ["collectives"],
+            ["critical-path"], ["sql", "SHOW TABLES"]]
+codes = {" ".join(c): CliRunner().invoke(app, [*c, "-w", wh]).exit_code for c in commands}
+codes["schema"] = CliRunner().invoke(app, ["schema"]).exit_code
+loaded = sorted(m for m in ("altair", "vl_convert", "torch", "dask", "s3fs", "mcp") if m in sys.modules)
+print(json.dumps({"codes": codes, "loaded": loaded}))
+"""
+
+
+def test_every_table_command_needs_no_extra(traces: Path, tmp_path: Path) -> None:
+    """`pip install tracewh` alone prints every table: no command of them imports an extra."""
+    import json
+    import subprocess
+    import sys
+
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).ingest([traces]).ok
+    done = subprocess.run([sys.executable, "-c", _TABLES_PROBE, str(wh)], capture_output=True,
+                          text=True, check=True, timeout=600)
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == [], f"table commands imported extras: {got['loaded']}"
+    bad = {c: rc for c, rc in got["codes"].items() if rc not in ((0, 1) if c == "check" else (0,))}
+    assert not bad, bad

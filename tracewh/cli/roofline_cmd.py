@@ -80,7 +80,7 @@ def roofline(
             write_out(shown, out)
         above = int(shown["above_peak"].sum()) if "above_peak" in shown.columns else 0
         if fmt in ("table", "markdown"):
-            from tracewh.report.tables import flag_above_peak
+            from tracewh.analysis.roofline import flag_above_peak
 
             shown = flag_above_peak(shown.select([c for c in TABLE_COLUMNS if c in shown.columns]))
         empty = (f"no CPU operator matches {op!r} in run {ref.short_id}" if op

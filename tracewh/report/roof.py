@@ -117,7 +117,7 @@ def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:
     if above:
         text += (f" {above} row(s) above 100 % of peak are flagged (no device achieves that); "
                  "their note gives the likely cause.")
-    from tracewh.report.tables import flag_above_peak
+    from tracewh.analysis.roofline import flag_above_peak
 
     return Section(
         key, "Roofline", roofline_chart(rows, device=device),

@@ -174,17 +174,3 @@ class Section:
     text: str = ""
     tables: list[Table] = field(default_factory=list)
 
-
-def flag_above_peak(df: pl.DataFrame, *, column: str = "pct_of_peak") -> pl.DataFrame:
-    """``df`` with ``column`` as display text: one decimal, and ``! above peak`` after any
-    figure over 100 % (``above_peak``), so that no screen shows it as a plain number.
-
-    For terminal and report tables only: CSV, JSON and ``--out`` keep the number and the
-    ``above_peak`` flag, and the ``note`` names the likely cause.
-    """
-    if column not in df.columns:
-        return df
-    value = pl.col(column).cast(pl.Float64).round(1).cast(pl.String)
-    return df.with_columns(
-        pl.when(pl.col(column) > 100).then(value + pl.lit(" ! above peak")).otherwise(value).alias(column))
-
