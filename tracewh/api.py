@@ -258,6 +258,17 @@ class Warehouse(QueryMethods):
         return step_critical_paths(self, ref, data_loading=data_loading,
                                    ranks=self.rank_runs(run=ref), max_steps=max_steps)
 
+    def critical_path_history(
+        self, *, where: Mapping[str, str] | None = None, step_index: int = 0,
+        data_loading: Sequence[str] = (),
+    ) -> pl.DataFrame:
+        """The critical path's shares by bound, one row per run matching ``where``, oldest first
+        (:func:`tracewh.analysis.critical_run.critical_path_history`)."""
+        from tracewh.analysis.critical_run import critical_path_history
+        ids = self.runs(where=where)["run_id"].to_list()[::-1]
+        return critical_path_history(self, [self.resolve_run(i) for i in ids],
+                                     step_index=step_index, data_loading=data_loading)
+
     def rank_runs(self, job: str | None = None, *, run: RunSelector | None = None) -> list[str]:
         """The run ids of a job instance (see :meth:`ranks`), lowest rank first."""
         from tracewh.history.instances import instance_runs

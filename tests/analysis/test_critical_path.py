@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -144,3 +145,26 @@ def test_cross_rank_path_names_the_late_rank(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout.splitlines()[0])
     assert got["cross_rank"]["waited_on_ns"] == {"1": 30_000}
+
+
+def test_history_series_of_shares(tmp_path: Path) -> None:
+    """Two runs of the known trace (rank 0, rank 1): one row each, oldest first, shares of 315 us."""
+    job = tmp_path / "job"
+    job.mkdir()
+    _trace(job / "rank-0.pt.trace.json.gz", rank=0, world=2)
+    _trace(job / "rank-1.pt.trace.json.gz", rank=1, world=2, k2_late_us=30)
+    wh = Warehouse(tmp_path / "wh")
+    wh.ingest([job], jobs=1)
+    h = wh.critical_path_history()
+    assert h.height == 2 and h["step"].to_list() == [1, 1]
+    r0 = h.filter(pl.col("run_id") == wh.sql("SELECT run_id FROM runs WHERE rank = 0")["run_id"][0])
+    assert r0["total_ns"].to_list() == [315_000]
+    assert r0["cpu_bound_pct"][0] == pytest.approx(100 * 50 / 315)
+    assert sum(r0[f"{b}_pct"][0] for b in BOUNDS) == pytest.approx(100.0)
+    assert wh.critical_path_history(where={"rank": "1"}).height == 1
+    with pytest.raises(UsageError):
+        wh.critical_path_history(step_index=-1)
+    res = CliRunner().invoke(app, ["critical-path", "-w", str(tmp_path / "wh"), "--by", "run",
+                                   "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout.splitlines()[0])) == 2

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from tracewh.query.runsel import Catalog, RunRef
 
-__all__ = ["run_critical_path", "step_critical_paths"]
+__all__ = ["critical_path_history", "run_critical_path", "step_critical_paths"]
 
 
 def run_critical_path(
@@ -89,4 +89,50 @@ def step_critical_paths(
             rows.append({"step": int(n), "total_ns": path.total_ns,
                          **{f"{b}_ns": path.by_bound[b] for b in cp.BOUNDS}})
     schema = {"step": pl.Int64, "total_ns": pl.Int64, **{f"{b}_ns": pl.Int64 for b in cp.BOUNDS}}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def critical_path_history(
+    wh: Catalog, refs: Sequence[RunRef], *, step_index: int = 0,
+    data_loading: Sequence[str] = (),
+) -> pl.DataFrame:
+    """The critical path of one step of each run, as a series: one row per run, in the given order.
+
+    Parameters
+    ----------
+    wh
+        The catalog.
+    refs
+        The runs (oldest first for a time series).
+    step_index
+        Which step of each run: its ``step_index``-th ``ProfilerStep`` (0: the first); a run
+        without steps contributes its whole run.
+    data_loading
+        As :func:`run_critical_path`.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``run_id``, ``start_ns`` (the run's start), ``step`` (NULL: the whole run),
+        ``total_ns``, and ``<bound>_pct`` per bound of
+        :data:`tracewh.analysis.critical_path.BOUNDS` (its share of ``total_ns``, percent).
+    """
+    import polars as pl
+
+    if step_index < 0:
+        raise UsageError(f"--step-index must be at least 0, not {step_index}")
+    rows = []
+    with wh.session():
+        for ref in refs:
+            steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
+                           {"r": ref.run_id})["step"].to_list()
+            step = int(steps[step_index]) if len(steps) > step_index else None
+            path = run_critical_path(wh, ref, step=step, data_loading=data_loading)
+            total = path.total_ns
+            rows.append({"run_id": ref.run_id, "start_ns": ref.start_ns, "step": step,
+                         "total_ns": total,
+                         **{f"{b}_pct": (100.0 * path.by_bound[b] / total if total else None)
+                            for b in cp.BOUNDS}})
+    schema = {"run_id": pl.String, "start_ns": pl.Int64, "step": pl.Int64, "total_ns": pl.Int64,
+              **{f"{b}_pct": pl.Float64 for b in cp.BOUNDS}}
     return pl.DataFrame(rows, schema=schema)

@@ -16,10 +16,12 @@ from tracewh.cli.common import (
     format_option,
     handle_errors,
     out_option,
+    parse_pairs,
     run_option,
     selector,
     top_option,
     warehouse_option,
+    where_option,
 )
 from tracewh.cli.output import note, show
 
@@ -30,7 +32,9 @@ def critical_path(
     run_opt: list[str] | None = run_option("The run, as --run SEL (the same as RUN; terms combine)."),
     warehouse: str = warehouse_option(),
     step: int | None = typer.Option(None, "--step", metavar="N", help="Only step N (ProfilerStep#N): CPU events starting in it, GPU ops launched in it. Default: the whole run."),
-    by: str = typer.Option("bound", "--by", metavar="bound|step|edge", help="bound: time by what bounds the path; step: one row per step (every step's own path); edge: the path's edges, longest first."),
+    by: str = typer.Option("bound", "--by", metavar="bound|step|edge|run", help="bound: time by what bounds the path; step: one row per step (every step's own path); edge: the path's edges, longest first; run: one row per run matching --where, oldest first (a series of one step's shares)."),
+    where: list[str] | None = where_option("With --by run: KEY=VALUE on a label or run field (repeatable; all must match)."),
+    step_index: int = typer.Option(0, "--step-index", metavar="K", help="With --by run: each run's K-th step (0: the first; a run without steps: the whole run)."),
     data_loading: list[str] | None = typer.Option(None, "--data-loading", metavar="REGEX", help="CPU events whose name matches count as data_loading (repeatable)."),
     top: int | None = top_option(20),
     fmt: str = format_option(),
@@ -48,11 +52,17 @@ def critical_path(
     with handle_errors():
         check_format(fmt)
         check_top(top)
-        if by not in ("bound", "step", "edge"):
+        if by not in ("bound", "step", "edge", "run"):
             from tracewh.core.errors import UsageError
 
-            raise UsageError(f"--by must be bound, step or edge, not {by!r}")
+            raise UsageError(f"--by must be bound, step, edge or run, not {by!r}")
         wh = Warehouse(warehouse)
+        if by == "run":
+            df = wh.critical_path_history(where=parse_pairs(where), step_index=step_index,
+                                          data_loading=tuple(data_loading or ()))
+            show(df, fmt, title="critical path per run (shares by bound, %)", top=top, out=out,
+                 absolute=True, empty="no run matches --where")
+            return
         ref = wh.resolve_run(selector(run, run_opt))
         patterns = tuple(data_loading or ())
         if by == "step":
@@ -94,8 +104,8 @@ def critical_path(
                 "bound": list(path.by_bound), "time_ns": list(path.by_bound.values()),
                 "share_pct": [100.0 * v / total for v in path.by_bound.values()],
             }).sort("time_ns", descending=True)
-        where = f"step {step}" if step is not None else "the whole run"
-        show(df, fmt, title=f"critical path of {where}", run=ref, top=top, out=out,
+        window = f"step {step}" if step is not None else "the whole run"
+        show(df, fmt, title=f"critical path of {window}", run=ref, top=top, out=out,
              notes=[f"length {path.total_ns / 1e6:.3f} ms over {path.edges.height} edges "
                     f"(graph: {path.nodes} nodes, {path.graph_edges} edges)"],
              empty="no CPU operators or GPU ops in this window")
