@@ -23,7 +23,7 @@ from helpers_ingest import (
 from typer.testing import CliRunner
 
 import tracewh.storage.deltalog
-import tracewh.storage.store
+import tracewh.storage.writes
 from tracewh.api import Warehouse
 from tracewh.cli import app
 from tracewh.core.errors import QueryError, WarehouseError
@@ -51,7 +51,7 @@ def _failing_writes(monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int) ->
     replace (``write_deltalake``) and object stores (``create_write_transaction``):
     all three are counted, in order.
     """
-    real_write = tracewh.storage.store.write_deltalake
+    real_write = tracewh.storage.writes.write_deltalake
     real_commit = DeltaTable.create_write_transaction
     real_log_commit = tracewh.storage.deltalog.commit
     calls: list[str] = []
@@ -73,7 +73,7 @@ def _failing_writes(monkeypatch: pytest.MonkeyPatch, fail_at: Any, code: int) ->
         hit(Path(str(table_dir)).name)
         return real_log_commit(table_dir, *args, **kwargs)
 
-    monkeypatch.setattr(tracewh.storage.store, "write_deltalake", write)
+    monkeypatch.setattr(tracewh.storage.writes, "write_deltalake", write)
     monkeypatch.setattr(DeltaTable, "create_write_transaction", commit)
     monkeypatch.setattr(tracewh.storage.deltalog, "commit", log_commit)
     return calls

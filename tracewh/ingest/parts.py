@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from tracewh.core.errors import TraceFormatError
+from tracewh.ingest.decompress import open_decompressed
 from tracewh.ingest.files import open_regular
-from tracewh.ingest.reader import _open_decompressed
 from tracewh.ingest.shred import PartResult, StageConnections, stage_part
 from tracewh.ingest.workers import worker_pool
 
@@ -79,7 +79,7 @@ def decompressed_size(path: Path) -> int | None:
 def _splittable(path: Path) -> bool:
     """Whether the document is an object (the only layout parts know how to cut)."""
     try:
-        inner, raw = _open_decompressed(path)
+        inner, raw = open_decompressed(path)
     except (OSError, TraceFormatError):
         return False
     try:

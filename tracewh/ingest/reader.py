@@ -10,7 +10,6 @@ before *and* after ``traceEvents`` (``traceName``, ``distributedInfo``,
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
@@ -20,15 +19,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import ijson
 
 from tracewh.core.errors import BackendError, NotKinetoTraceError, TraceFormatError
-from tracewh.ingest.files import HashingFile, open_regular
+from tracewh.ingest.decompress import Tee, open_decompressed
+from tracewh.ingest.files import open_regular
 from tracewh.ingest.rows import clip_depth
 from tracewh.ingest.strings import CAP as STRING_CAP
-from tracewh.ingest.strings import StringCapper
 
 _HEAD_CAP = 16 << 20  # header bytes we are willing to keep before the first event
 _TAIL_KEEP = 1 << 20  # trailing bytes kept to find the trailer
@@ -57,40 +56,15 @@ def sha256_file(path: Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _open_decompressed(path: Path) -> tuple[IO[bytes], HashingFile]:
-    """The decompressed document (gzip or plain) and the hashing reader of the file under it."""
-    raw = HashingFile(open_regular(path))
-    buffered = io.BufferedReader(raw, buffer_size=_CHUNK)
-    try:
-        if buffered.peek(2)[:2] == b"\x1f\x8b":
-            return gzip.GzipFile(fileobj=buffered, mode="rb"), raw  # type: ignore[return-value]
-    except BaseException:
-        raw.close()
-        raise
-    return buffered, raw
-
-
-# An event separator at the top level of ``traceEvents``: ``}`` ``,`` ``{`` with
-# some whitespace. A match found by byte search may also sit inside a string or
-# a nested object; the parse of the part that ends there proves it does not.
-_SEP = re.compile(rb"\}[ \t\r\n]{0,64},[ \t\r\n]{0,64}\{")
-_SEP_MAX = 131  # longest possible match
-PART_PREFIX = b'{"traceEvents":['
-PART_SUFFIX = b"]}"
-
-
-_EVENTS_KEY = b'"traceEvents"'
-
-
 def duplicate_events_keys(path: Path) -> int:
     """How many top-level ``traceEvents`` keys the document at ``path`` has (a full parse).
 
-    Run only when the bytes ``"traceEvents"`` occur more than once (:attr:`_Tee.key_hits`):
+    Run only when the bytes ``"traceEvents"`` occur more than once (:attr:`~tracewh.ingest.decompress.Tee.key_hits`):
     an event or a value may hold that string; a second top-level key is an error.
     """
     count = 0
     try:
-        inner, _ = _open_decompressed(path)
+        inner, _ = open_decompressed(path)
         with inner:
             for prefix, event, value in c_backend().parse(inner, use_float=False):
                 if prefix == "" and event == "map_key" and value == "traceEvents":
@@ -98,173 +72,6 @@ def duplicate_events_keys(path: Path) -> int:
     except (OSError, ValueError, EOFError, ijson.JSONError, zlib.error):
         pass  # a damaged document: the parse of the events says what is wrong
     return count
-
-
-class _Tee(io.RawIOBase):
-    """A read-only view of the decompressed bytes [start, stop) that remembers head and tail.
-
-    Without ``start_at``/``stop_at`` it is the whole document. With
-    ``start_at``, everything before the first event separator at or after that
-    offset is skipped and :data:`PART_PREFIX` is put in front of the next
-    event; with ``stop_at``, the stream ends after the ``}`` of the first
-    separator at or after that offset, followed by :data:`PART_SUFFIX`. Two
-    parts that share a boundary offset find the same separator, since both
-    scan the same bytes. ``offset`` counts decompressed bytes read; ``head``
-    keeps the first bytes (up to the first event) and ``tail()`` the last ones.
-    """
-
-    def __init__(
-        self,
-        inner: IO[bytes],
-        path: Path,
-        *,
-        start_at: int | None = None,
-        stop_at: int | None = None,
-        raw: HashingFile | None = None,
-        string_cap: int = STRING_CAP,
-    ) -> None:
-        self._inner = inner
-        self._raw_file = raw
-        self._path = path
-        self.capper = StringCapper(string_cap)
-        self.decompressed = 0  # decompressed bytes read (``offset`` counts them after the cap)
-        self.head = bytearray()
-        self.recording_head = start_at is None
-        self._tail: list[bytes] = []
-        self._tail_len = 0
-        self.offset = 0
-        self.start_at = start_at
-        self.stop_at = stop_at
-        self.start_offset: int | None = 0 if start_at is None else None  # where events begin
-        self.cut_offset: int | None = None  # offset of the ``}`` we stopped after
-        self.reached_eof = False
-        self._out = self._output()
-        self._left = b""
-        #: how often the bytes ``"traceEvents"`` were read (a second top-level key is found
-        #: exactly by :func:`duplicate_events_keys` only when this is more than one)
-        self.key_hits = 0
-        self._key_carry = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def _raw(self) -> bytes:
-        """The next decompressed bytes, long strings capped (:mod:`tracewh.ingest.strings`)."""
-        while True:
-            try:
-                got = self._inner.read(_CHUNK)
-            except EOFError as exc:
-                raise TraceFormatError(
-                    self._path, "truncated gzip stream (file ends before the compressed data does)",
-                    offset=self.offset,
-                ) from exc
-            except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-                raise TraceFormatError(
-                    self._path, f"corrupt gzip data: {exc}", offset=self.offset
-                ) from exc
-            if not got:
-                self.reached_eof = True
-                return b""
-            self.decompressed += len(got)
-            data = self.capper.feed(got)
-            if data:
-                break
-        self.offset += len(data)
-        window = self._key_carry + data  # a key split across two reads is counted once
-        self.key_hits += window.count(_EVENTS_KEY)
-        self._key_carry = window[-(len(_EVENTS_KEY) - 1):]
-        if self.recording_head:
-            self.head += data
-            if len(self.head) > _HEAD_CAP:
-                self.recording_head = False
-        self._tail.append(data)
-        self._tail_len += len(data)
-        while self._tail_len - len(self._tail[0]) >= _TAIL_KEEP:
-            self._tail_len -= len(self._tail.pop(0))
-        return data
-
-    def _output(self) -> Iterator[bytes]:
-        buf = b""
-        pos = 0  # offset of buf[0]
-        if self.start_at is not None:
-            scan = self.start_at
-            while True:
-                chunk = self._raw()
-                if not chunk:
-                    return  # no separator after start_at: this part is empty
-                buf += chunk
-                m = _SEP.search(buf, max(scan - pos, 0)) if pos + len(buf) > scan else None
-                if m is not None:
-                    begin = m.end() - 1
-                    buf, pos = buf[begin:], pos + begin
-                    self.start_offset = pos
-                    break
-                drop = min(max(scan - pos, len(buf) - _SEP_MAX, 0), len(buf))
-                buf, pos = buf[drop:], pos + drop
-                scan = max(scan, pos)
-            yield PART_PREFIX
-        stop = self.stop_at
-        while True:
-            if stop is None:
-                if buf:
-                    yield buf
-                pos += len(buf)
-                buf = b""
-            else:
-                m = _SEP.search(buf, max(stop - pos, 0)) if pos + len(buf) > stop else None
-                if m is not None:
-                    yield buf[: m.start() + 1]
-                    yield PART_SUFFIX
-                    self.cut_offset = pos + m.start()
-                    return
-                keep = min(max(stop - pos, len(buf) - _SEP_MAX, 0), len(buf))
-                if keep:
-                    yield buf[:keep]
-                buf, pos = buf[keep:], pos + keep
-                stop = max(stop, pos)
-            chunk = self._raw()
-            if not chunk:
-                if buf:
-                    yield buf
-                return
-            buf += chunk
-
-    def read(self, size: int = -1) -> bytes:
-        if self._left:
-            data, self._left = self._left, b""
-        else:
-            data = next(self._out, b"")
-        if size is not None and 0 < size < len(data):
-            data, self._left = data[:size], data[size:]
-        return data
-
-    def readinto(self, b: Any) -> int:
-        data = self.read(len(b))
-        n = len(data)
-        b[:n] = data
-        return n
-
-    def tail(self) -> bytes:
-        return b"".join(self._tail)
-
-    def file_sha256(self) -> tuple[str, int] | None:
-        """sha256 and size of the whole file as read, when this part read it to its end."""
-        if self._raw_file is None or not self.reached_eof:
-            return None
-        self._raw_file.drain()
-        return self._raw_file.sha.hexdigest(), self._raw_file.n
-
-    def truncated_strings(self) -> int:
-        """Strings cut by the cap within this part's share of the document."""
-        lo = self.start_offset or 0
-        hi = self.cut_offset if self.cut_offset is not None else self.offset + 1
-        return sum(1 for c in self.capper.cuts if lo <= c < hi)
-
-    def close(self) -> None:
-        self._inner.close()
-        if self._raw_file is not None:
-            self._raw_file.close()
-        super().close()
 
 
 @dataclass
@@ -416,12 +223,12 @@ def _parse_trailer(tail: bytes) -> tuple[dict[str, Any], int | None]:
 def open_trace(
     path: Path, *, start_at: int | None = None, stop_at: int | None = None,
     string_cap: int = STRING_CAP,
-) -> tuple[TraceStream, _Tee]:
+) -> tuple[TraceStream, Tee]:
     """Open a trace (or one part of it) for streaming; see :class:`TraceStream`.
 
     With ``start_at``/``stop_at`` (decompressed offsets), only the events
     between the first event separators found at or after them are read (see
-    :class:`_Tee`); a part that does not start at 0 has no header, one that
+    :class:`Tee`); a part that does not start at 0 has no header, one that
     stops early has no trailer. Strings longer than ``string_cap`` bytes are cut
     to a prefix before the parser sees them (``truncated_strings`` anomaly).
 
@@ -434,16 +241,16 @@ def open_trace(
     """
     backend = c_backend()
     try:
-        inner, raw = _open_decompressed(path)
+        inner, raw = open_decompressed(path)
     except OSError as exc:
         raise TraceFormatError(path, f"cannot open: {exc.strerror or exc}") from exc
-    tee = _Tee(inner, path, start_at=start_at, stop_at=stop_at, raw=raw, string_cap=string_cap)
+    tee = Tee(inner, path, start_at=start_at, stop_at=stop_at, raw=raw, string_cap=string_cap)
     stream = TraceStream(path=path, events=iter(()))
     stream.events = _events(path, tee, backend, stream)
     return stream, tee
 
 
-def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterator[Any]:
+def _events(path: Path, tee: Tee, backend: Any, stream: TraceStream) -> Iterator[Any]:
     buffered = io.BufferedReader(tee, buffer_size=_CHUNK)
     # Peek at the first bytes: a top-level array is the bare Chrome "JSON Array Format".
     first = buffered.peek(64)
@@ -483,7 +290,7 @@ def _events(path: Path, tee: _Tee, backend: Any, stream: TraceStream) -> Iterato
     finish(path, tee, stream, n, is_array=is_array, backend=backend)
 
 
-def close_stream(stream: TraceStream, tee: _Tee) -> None:
+def close_stream(stream: TraceStream, tee: Tee) -> None:
     """Once the events are read (or failed): sizes, cut strings and the file's hash, then close."""
     stream.decompressed_bytes = tee.decompressed
     cut = tee.truncated_strings()
@@ -496,7 +303,7 @@ def close_stream(stream: TraceStream, tee: _Tee) -> None:
 
 
 def finish(
-    path: Path, tee: _Tee, stream: TraceStream, n: int, *, is_array: bool, backend: Any = None
+    path: Path, tee: Tee, stream: TraceStream, n: int, *, is_array: bool, backend: Any = None
 ) -> None:
     """After the last event: the header and trailer keys into ``stream.metadata``.
 

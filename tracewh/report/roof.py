@@ -15,7 +15,15 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, _title, unvalidated, values
+from tracewh.report.charts import (
+    LABEL_LIMIT,
+    WIDTH,
+    AnyChart,
+    Chart,
+    chart_title,
+    unvalidated,
+    values,
+)
 from tracewh.report.tables import Column, Section, table
 
 #: Operator rows drawn at most (largest GPU time first).
@@ -97,7 +105,7 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
     sub = (f"{device}: dashed lines are the roofs min(peak TFLOP/s, HBM TB/s × intensity)"
            if not lines.is_empty() else "unknown device: no roof (give --peak-tflops/--peak-tbs)")
     return alt.layer(*layers).properties(
-        title=_title(f"Roofline: {pts.height} operator shapes", sub), width=WIDTH - 120, height=380)
+        title=chart_title(f"Roofline: {pts.height} operator shapes", sub), width=WIDTH - 120, height=380)
 
 
 def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:

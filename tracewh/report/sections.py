@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from tracewh.report import charts
+from tracewh.report import charts, multi_charts
 from tracewh.report.roof import roofline_section
 from tracewh.report.source import RunData, Trend
 from tracewh.report.tables import Column, Section, Table, table
@@ -100,7 +100,7 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
             ], limit=50)] if not cpath.is_empty() else [],
         ),
         Section(
-            f"{p}ranks", "Per-rank imbalance", charts.rank_heatmap(data.rank_kernels),
+            f"{p}ranks", "Per-rank imbalance", multi_charts.rank_heatmap(data.rank_kernels),
             "a single rank in this job: nothing to compare",
             tables=[table("Most imbalanced kernels", data.rank_imbalance.filter(
                 pl.col("ranks") > 1) if "ranks" in data.rank_imbalance.columns else data.rank_imbalance, [
@@ -178,7 +178,7 @@ def history_sections(trends: list[Trend] | None, *, prefix: str = "") -> list[Se
         return [Section(f"{prefix}history", "History", None, "no history data")]
     out = []
     for i, t in enumerate(trends):
-        chart = charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
+        chart = multi_charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
                              title=t.title, marks=t.marks,
                              y_title=t.y_title or ("step time (ms)" if i == 0 else "GPU time per step (ms)"))
         shown = f" (newest {HISTORY_ROWS} of {t.frame.height} runs)" if t.frame.height > HISTORY_ROWS else ""
@@ -201,7 +201,7 @@ def diff_section(diff: pl.DataFrame | None, a: str, b: str, *, level: str = "sho
         return Section("diff", title, None, "no diff data")
     label = next((c for c in ("short_name", "name", "kernel") if c in diff.columns), diff.columns[0])
     delta = next((c for c in diff.columns if c.startswith("delta") and c.endswith("_ns")), None)
-    chart = charts.diverging(diff, label=label, delta=delta) if delta else None
+    chart = multi_charts.diverging(diff, label=label, delta=delta) if delta else None
     # one unit per quantity: every time in ms, headers without the _ns of the data
     cols = [Column(c, c[:-3] if c.endswith("_ns") else c, "ms" if c.endswith("_ns") else None)
             for c in diff.columns]
