@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
 
 import numpy as np
 import polars as pl
+
+from tracewh.analysis.longest_path import longest_path, mv
 
 #: The classification of a critical path's time (HTA's ``BoundType`` plus ``dependency``).
 BOUNDS: tuple[str, ...] = (
@@ -72,11 +73,6 @@ class CriticalPath:
     nodes: int = 0
     graph_edges: int = 0
     extra: dict[str, object] = field(default_factory=dict)
-
-
-def _mv(a: np.ndarray) -> memoryview:
-    """A zero-copy view of an array whose items read as Python ints (fast in a loop)."""
-    return memoryview(cast("Any", np.ascontiguousarray(a)))
 
 
 class _Edges:
@@ -181,7 +177,7 @@ def critical_path(
     weight[weight <= NEGATIVE_FLOOR_NS] = 0
     del zero
     src, dst, kind, attr, weight = _last_of_duplicates(src, dst, kind, attr, weight, 2 * n_ev)
-    path = _longest_path(src, dst, weight, 2 * n_ev)
+    path = longest_path(src, dst, weight, 2 * n_ev)
     p_kind, p_attr, p_w = kind[path].astype(np.int64), attr[path].astype(np.int64), weight[path]
     bound = _bounds(p_kind, p_attr, n_cpu, flags["comm"], flags["loading"])
     by_bound = {b: int(p_w[bound == i].sum()) for i, b in enumerate(BOUNDS)}
@@ -226,9 +222,9 @@ def _lock_edges(edges: _Edges, lock: np.ndarray, node_row: np.ndarray,
                 node_start: np.ndarray) -> None:
     """Runtime calls holding the CUDA runtime lock, chained in the order they completed."""
     nodes = np.flatnonzero(lock[node_row])
-    rows = _mv(node_row[nodes])
-    starts = _mv(node_start[nodes].astype(np.uint8))
-    ids = _mv(nodes.astype(np.int64))
+    rows = mv(node_row[nodes])
+    starts = mv(node_start[nodes].astype(np.uint8))
+    ids = mv(nodes.astype(np.int64))
     stack: list[tuple[int, int]] = []
     last = _NONE
     last_start = True
@@ -257,15 +253,15 @@ def _call_stacks(edges: _Edges, cpu: pl.DataFrame, start_node: np.ndarray, end_n
         cpu["event_index"].to_numpy(), -(cpu["dur_ns"].to_numpy()), cpu["ts_ns"].to_numpy(),
         cpu["tid"].fill_null(-1).to_numpy(), cpu["pid"].fill_null(-1).to_numpy(),
     ))
-    pid = _mv(cpu["pid"].fill_null(-1).to_numpy()[order].astype(np.int64))
-    tid = _mv(cpu["tid"].fill_null(-1).to_numpy()[order].astype(np.int64))
-    ts = _mv(cpu["ts_ns"].to_numpy()[order].astype(np.int64))
-    end = _mv((cpu["ts_ns"].to_numpy() + cpu["dur_ns"].to_numpy())[order].astype(np.int64))
-    rows = _mv(order.astype(np.int64))
-    sn = _mv(start_node.astype(np.int64))
-    en = _mv(end_node.astype(np.int64))
-    lk = _mv(lock.astype(np.uint8))
-    blk = _mv(blocking.astype(np.uint8))
+    pid = mv(cpu["pid"].fill_null(-1).to_numpy()[order].astype(np.int64))
+    tid = mv(cpu["tid"].fill_null(-1).to_numpy()[order].astype(np.int64))
+    ts = mv(cpu["ts_ns"].to_numpy()[order].astype(np.int64))
+    end = mv((cpu["ts_ns"].to_numpy() + cpu["dur_ns"].to_numpy())[order].astype(np.int64))
+    rows = mv(order.astype(np.int64))
+    sn = mv(start_node.astype(np.int64))
+    en = mv(end_node.astype(np.int64))
+    lk = mv(lock.astype(np.uint8))
+    blk = mv(blocking.astype(np.uint8))
 
     thread: tuple[int, int] | None = None
     stack: list[int] = []  # rows, innermost last (with their end ts in ends)
@@ -334,25 +330,25 @@ def _gpu_edges(edges: _Edges, cpu: pl.DataFrame, gpu: pl.DataFrame, sync: pl.Dat
     # ops by start, sync events by end (a Stream Sync overlapping the op it waits for comes after)
     keys = np.concatenate([_int_col(gpu, "ts_ns"), _int_col(sync, "end_ns")])
     tie = np.concatenate([gpu_ev, _int_col(sync, "event_index")])
-    order = _mv(np.lexsort((tie, keys)).astype(np.int64))
-    sn, en, nts = _mv(start_node.astype(np.int64)), _mv(end_node.astype(np.int64)), _mv(node_ts)
-    g_event = _mv(gpu_ev)
-    g_dev = _mv(_int_col(gpu, "device"))
-    g_stream = _mv(_int_col(gpu, "stream"))
-    g_launch_row = _mv(_rows_of(cpu_ev, _int_col(gpu, "launch_index", -2)))
-    g_launch_ts = _mv(_int_col(gpu, "launch_ts_ns", 0))
-    g_ql = _mv(_int_col(gpu, "q_launch", -99))
-    g_qo = _mv(_int_col(gpu, "q_op", -99))
+    order = mv(np.lexsort((tie, keys)).astype(np.int64))
+    sn, en, nts = mv(start_node.astype(np.int64)), mv(end_node.astype(np.int64)), mv(node_ts)
+    g_event = mv(gpu_ev)
+    g_dev = mv(_int_col(gpu, "device"))
+    g_stream = mv(_int_col(gpu, "stream"))
+    g_launch_row = mv(_rows_of(cpu_ev, _int_col(gpu, "launch_index", -2)))
+    g_launch_ts = mv(_int_col(gpu, "launch_ts_ns", 0))
+    g_ql = mv(_int_col(gpu, "q_launch", -99))
+    g_qo = mv(_int_col(gpu, "q_op", -99))
     kinds = {"Context Sync": 0, "Stream Sync": 1, "Event Sync": 2, "Stream Wait Event": 3}
-    s_kind = _mv(sync["kind"].replace_strict(kinds, default=-1, return_dtype=pl.Int64)
+    s_kind = mv(sync["kind"].replace_strict(kinds, default=-1, return_dtype=pl.Int64)
                  .to_numpy().astype(np.int64))
-    s_dev = _mv(_int_col(sync, "device"))
-    s_stream = _mv(_int_col(sync, "stream"))
-    s_rt_row = _mv(_rows_of(cpu_ev, _int_col(sync, "runtime_index", -2)))
+    s_dev = mv(_int_col(sync, "device"))
+    s_stream = mv(_int_col(sync, "stream"))
+    s_rt_row = mv(_rows_of(cpu_ev, _int_col(sync, "runtime_index", -2)))
     src_ev = _int_col(sync, "src_op", -2)
-    s_src_ev = _mv(src_ev)
-    s_src_row = _mv(_rows_of(gpu_ev, src_ev, n_cpu))
-    s_dest = _mv(_int_col(sync, "dest_op", -2))
+    s_src_ev = mv(src_ev)
+    s_src_row = mv(_rows_of(gpu_ev, src_ev, n_cpu))
+    s_dest = mv(_int_col(sync, "dest_op", -2))
     last: dict[tuple[int, int], int] = {}  # per (device, stream): the last op's end node
     kernel_sync: dict[int, int] = {}  # op event_index -> the op event_index it waits for
     for i in range(len(order)):
@@ -412,102 +408,3 @@ def _last_of_duplicates(src: np.ndarray, dst: np.ndarray, kind: np.ndarray, attr
     _, first_in_rev = np.unique(rev, return_index=True)
     keep = np.sort(len(key) - 1 - first_in_rev)
     return src[keep], dst[keep], kind[keep], attr[keep], weight[keep]
-
-
-def _longest_path(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, n: int) -> np.ndarray:
-    """Edge ids of the longest path of the DAG, in path order (Kahn's topological order).
-
-    As networkx's ``dag_longest_path``: a node's distance is the largest over its incoming
-    edges of the source's distance plus the weight, restarting at 0 where that is negative;
-    the path ends at the node of largest distance.
-    """
-    if len(src) == 0:
-        return np.zeros(0, np.int64)
-    by_src = np.argsort(src, kind="stable")
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    out_dst = _mv(dst[by_src].astype(np.int64))
-    out_w = _mv(weight[by_src])
-    out_id = _mv(by_src.astype(np.int64))
-    pv = _mv(ptr)
-    indeg_np = np.bincount(dst, minlength=n).astype(np.int64)
-    indeg = _mv(indeg_np)
-    floor = np.iinfo(np.int64).min
-    best_np = np.full(n, floor, np.int64)
-    best = _mv(best_np)
-    pred_np = np.full(n, -1, np.int64)
-    pred = _mv(pred_np)
-    dist_np = np.zeros(n, np.int64)
-    dist = _mv(dist_np)
-    ready = np.flatnonzero(indeg_np == 0)[::-1].tolist()
-    while ready:
-        u = ready.pop()
-        b = best[u]
-        if b == floor or b < 0:
-            d = 0
-            pred[u] = -1
-        else:
-            d = b
-        dist[u] = d
-        for i in range(pv[u], pv[u + 1]):
-            v = out_dst[i]
-            c = d + out_w[i]
-            if c > best[v]:
-                best[v] = c
-                pred[v] = out_id[i]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    end = int(np.argmax(dist_np))
-    del best_np, dist_np, indeg_np
-    path = np.empty(n, np.int64)  # filled from the end backwards
-    k = n
-    e = int(pred_np[end])
-    while e >= 0:
-        k -= 1
-        path[k] = e
-        e = int(pred_np[src[e]])
-    return path[k:].copy()
-
-
-def with_names(path: CriticalPath, names: pl.DataFrame) -> CriticalPath:
-    """``path`` with a ``name`` column on its edges (``names``: ``event_index``, ``name``)."""
-    edges = path.edges.join(
-        names.unique("event_index"), on="event_index", how="left", maintain_order="left"
-    ).select("kind", "bound", "event_index", "name", "ts_ns", "dur_ns")
-    return CriticalPath(path.total_ns, path.by_bound, edges, path.nodes, path.graph_edges,
-                        path.extra)
-
-
-def cross_rank(path: CriticalPath, holdups: pl.DataFrame) -> pl.DataFrame:
-    """The communication kernels on ``path`` that waited for another rank, and for whom.
-
-    Parameters
-    ----------
-    path
-        A rank's critical path.
-    holdups
-        ``collective_holdups`` rows of that rank (``sql/79_collectives.sql``): its kernels
-        whose collective another rank arrived at last, with that rank and what it was busy
-        with.
-
-    Returns
-    -------
-    polars.DataFrame
-        One row per such kernel on the path, in path order: ``event_index``, ``pg``, ``seq``,
-        ``collective``, ``ts_ns``, ``on_path_ns`` (the kernel's time on the path),
-        ``waited_ns`` (the part of it spent waiting: min(wait_ns, on_path_ns)), ``last_rank``,
-        ``held_by``, ``held_by_op``.
-    """
-    ops = path.edges.filter(pl.col("bound") == "gpu_communication_bound").select(
-        "event_index", pl.col("dur_ns").alias("on_path_ns"))
-    cols = ["event_index", "pg", "seq", "collective", "ts_ns", "on_path_ns", "waited_ns",
-            "last_rank", "held_by", "held_by_op"]
-    if holdups.is_empty() or ops.is_empty():
-        return pl.DataFrame(schema={c: (pl.String if c in ("pg", "collective", "held_by", "held_by_op")
-                                        else pl.Int64) for c in cols})
-    return (
-        ops.join(holdups, on="event_index", how="inner", maintain_order="left")
-        .with_columns(pl.min_horizontal("wait_ns", "on_path_ns").alias("waited_ns"))
-        .select(cols)
-    )

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from tracewh.analysis import critical_path as cp
 from tracewh.core.errors import UsageError
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
     from tracewh.query.runsel import Catalog, RunRef
 
-__all__ = ["critical_path_history", "run_critical_path", "step_critical_paths"]
+__all__ = ["critical_path_history", "cross_rank", "run_critical_path", "step_critical_paths", "with_names"]
 
 
 def run_critical_path(
@@ -60,10 +62,10 @@ def run_critical_path(
             merge["from_tid"].to_list(), merge["to_tid"].to_list(), strict=True)))
         del rows
         names = wh.call("cp_names", ref.run_id, lo_ns=lo, hi_ns=hi)
-    path = cp.with_names(path, names)
+    path = with_names(path, names)
     path.extra.update(run_id=ref.run_id, rank=ref.rank, step=step, lo_ns=lo, hi_ns=hi)
     if len(ranks) > 1:  # the other ranks of its job: whom its collectives waited for
-        path.extra["cross_rank"] = cp.cross_rank(
+        path.extra["cross_rank"] = cross_rank(
             path, wh.call("collective_holdups", list(ranks), run_id=ref.run_id))
     return path
 
@@ -136,3 +138,46 @@ def critical_path_history(
     schema = {"run_id": pl.String, "start_ns": pl.Int64, "step": pl.Int64, "total_ns": pl.Int64,
               **{f"{b}_pct": pl.Float64 for b in cp.BOUNDS}}
     return pl.DataFrame(rows, schema=schema)
+
+
+def with_names(path: cp.CriticalPath, names: pl.DataFrame) -> cp.CriticalPath:
+    """``path`` with a ``name`` column on its edges (``names``: ``event_index``, ``name``)."""
+    edges = path.edges.join(
+        names.unique("event_index"), on="event_index", how="left", maintain_order="left"
+    ).select("kind", "bound", "event_index", "name", "ts_ns", "dur_ns")
+    return cp.CriticalPath(path.total_ns, path.by_bound, edges, path.nodes, path.graph_edges,
+                        path.extra)
+
+
+def cross_rank(path: cp.CriticalPath, holdups: pl.DataFrame) -> pl.DataFrame:
+    """The communication kernels on ``path`` that waited for another rank, and for whom.
+
+    Parameters
+    ----------
+    path
+        A rank's critical path.
+    holdups
+        ``collective_holdups`` rows of that rank (``sql/79_collectives.sql``): its kernels
+        whose collective another rank arrived at last, with that rank and what it was busy
+        with.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per such kernel on the path, in path order: ``event_index``, ``pg``, ``seq``,
+        ``collective``, ``ts_ns``, ``on_path_ns`` (the kernel's time on the path),
+        ``waited_ns`` (the part of it spent waiting: min(wait_ns, on_path_ns)), ``last_rank``,
+        ``held_by``, ``held_by_op``.
+    """
+    ops = path.edges.filter(pl.col("bound") == "gpu_communication_bound").select(
+        "event_index", pl.col("dur_ns").alias("on_path_ns"))
+    cols = ["event_index", "pg", "seq", "collective", "ts_ns", "on_path_ns", "waited_ns",
+            "last_rank", "held_by", "held_by_op"]
+    if holdups.is_empty() or ops.is_empty():
+        return pl.DataFrame(schema={c: (pl.String if c in ("pg", "collective", "held_by", "held_by_op")
+                                        else pl.Int64) for c in cols})
+    return (
+        ops.join(holdups, on="event_index", how="inner", maintain_order="left")
+        .with_columns(pl.min_horizontal("wait_ns", "on_path_ns").alias("waited_ns"))
+        .select(cols)
+    )

@@ -21,21 +21,18 @@ renamed to its final name, so ingest never sees a trace without its labels.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
-import platform
 import socket
 import statistics
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tracewh import __version__
+from tracewh.capture.environment import environment_labels, quiet_stderr
 from tracewh.capture.options import STEP_SPAN, CaptureOptions, LabelValue
 from tracewh.capture.overhead import Clock, OverheadEstimate, Round, estimate_overhead
 from tracewh.core.errors import CaptureError
@@ -99,49 +96,6 @@ def import_torch() -> tuple[Any, Any]:
     except ImportError as exc:
         raise CaptureError(f"tracewh.capture needs PyTorch ({exc}); {INSTALL_HINT}") from exc
     return torch, profiler
-
-
-def _environment_labels(torch: Any, cuda: bool) -> dict[str, LabelValue]:
-    """Versions, device and host labels of this process."""
-    labels: dict[str, LabelValue] = {
-        "torch_version": str(torch.__version__),
-        "python_version": platform.python_version(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "captured_by": f"tracewh {__version__}",
-    }
-    if getattr(torch.version, "cuda", None):
-        labels["cuda_version"] = str(torch.version.cuda)
-    if getattr(torch.version, "hip", None):
-        labels["hip_version"] = str(torch.version.hip)
-    if cuda:
-        labels["device"] = str(torch.cuda.get_device_name(torch.cuda.current_device()))
-        labels["device_count"] = int(torch.cuda.device_count())
-    else:
-        labels["device"] = "cpu"
-    return labels
-
-
-@contextlib.contextmanager
-def _quiet_stderr(quiet: bool) -> Iterator[None]:
-    """Send fd 2 to /dev/null meanwhile (Kineto prints two lines per profiler start/stop)."""
-    if not quiet:
-        yield
-        return
-    sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no fd 2 to quiet
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
 
 
 def _plan(options: CaptureOptions) -> list[_Phase]:
@@ -249,7 +203,7 @@ class Session:
             raise CaptureError("begin() without open(), or twice in a row", path=self.out_dir)
         phase = self._phases[self._phase]
         if self._in_phase == 0 and phase.kind != "untraced":
-            with _quiet_stderr(phase.kind == "traced"):
+            with quiet_stderr(phase.kind == "traced"):
                 self._start_profiler(phase)
         self._span = self._pm.record_function(STEP_SPAN)
         self._span.__enter__()
@@ -274,7 +228,7 @@ class Session:
             phase.cpu_times.append(cpu)
         self._in_phase += 1
         self._steps_run += 1
-        with _quiet_stderr(phase.kind == "traced"):
+        with quiet_stderr(phase.kind == "traced"):
             if self._prof is not None:
                 self._saving = phase.kind == "record" and self._in_phase == phase.steps
                 self._prof.step()
@@ -423,7 +377,7 @@ class Session:
         self, recorded: tuple[int, ...], rounds: list[Round], overhead: OverheadEstimate | None
     ) -> dict[str, LabelValue]:
         opts = self.options
-        labels = _environment_labels(self._torch, self._cuda)
+        labels = environment_labels(self._torch, self._cuda)
         if opts.model_name is not None:
             labels["model"] = opts.model_name
         labels.update(

@@ -49,7 +49,8 @@ TableInfo = tuple[str, bool]
 #: The sources whose bytes decide the prepared catalog's content (with sql/ and DuckDB's
 #: version): the schema and this module. Hashing them, rather than the Arrow schemas,
 #: keeps pyarrow out of a query command's start.
-_CATALOG_SOURCES = (Path(__file__).parents[1] / "schema" / "arrow.py", Path(__file__),
+_CATALOG_SOURCES = (Path(__file__).parents[1] / "schema" / "arrow.py",
+                    Path(__file__).parents[1] / "schema" / "evolution.py", Path(__file__),
                     Path(__file__).with_name("graphalign.py"), Path(__file__).with_name("views.py"))
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:

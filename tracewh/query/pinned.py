@@ -9,16 +9,18 @@ the results computed once per session, and its private folder of DuckDB temporar
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from tracewh.query.db import TableInfo
 
 __all__ = ["Pinned"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -45,3 +47,19 @@ class Pinned:
         with self.lock:
             return con is self.con or any(c is con for c in self.threads.values())
 
+    def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()`` once per ``key`` for the session (its snapshot does not change).
+
+        What the library's analyses that a report asks for more than once share: the run
+        set (``runs``, ``changes`` and ``check`` each need it) and the ``series_values``
+        of ``changes`` and ``check``. ``key`` must name everything the result depends on
+        besides the snapshot; the result is shared, so it must not be modified.
+        """
+        with self.lock:
+            if key in self.memo:
+                found: _T = self.memo[key]
+                return found
+        value = compute()  # not under the lock: another thread's queries go on meanwhile
+        with self.lock:
+            result: _T = self.memo.setdefault(key, value)
+        return result

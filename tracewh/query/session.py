@@ -208,24 +208,9 @@ class Session:
         shadowed.update({name: wanted[name] for name in changed})
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
-        """``compute()``; inside :meth:`session` once per ``key`` (its snapshot does not change).
-
-        What the library's analyses that a report asks for more than once share: the run
-        set (``runs``, ``changes`` and ``check`` each need it) and the ``series_values``
-        of ``changes`` and ``check``. ``key`` must name everything the result depends on
-        besides the snapshot; the result is shared, so it must not be modified.
-        """
+        """``compute()``; inside :meth:`session` once per ``key`` (:meth:`Pinned.memoized`)."""
         pinned = self._pinned
-        if pinned is None:
-            return compute()
-        with pinned.lock:
-            if key in pinned.memo:
-                found: _T = pinned.memo[key]
-                return found
-        value = compute()  # not under the lock: another thread's queries go on meanwhile
-        with pinned.lock:
-            result: _T = pinned.memo.setdefault(key, value)
-        return result
+        return compute() if pinned is None else pinned.memoized(key, compute)
 
     @contextlib.contextmanager
     def connection(self, *, days: Collection[date] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -15,8 +15,6 @@ committed last), which makes a run's ingest atomic across tables.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -28,6 +26,12 @@ from tracewh.core.categories import LAUNCH_FLOW_CATEGORIES as LAUNCH_FLOW_CATEGO
 from tracewh.core.categories import MODULE_PREFIX as MODULE_PREFIX
 from tracewh.core.categories import PYTHON_CATEGORY as PYTHON_CATEGORY
 from tracewh.core.categories import RUNTIME_CATEGORIES as RUNTIME_CATEGORIES
+
+# what a warehouse written by an older version lacks (tracewh.schema.evolution), re-exported
+from tracewh.schema.evolution import ADDED_COLUMNS as ADDED_COLUMNS
+from tracewh.schema.evolution import ADDED_TABLES as ADDED_TABLES
+from tracewh.schema.evolution import EVOLVED_PROPERTY as EVOLVED_PROPERTY
+from tracewh.schema.evolution import SCHEMA_KEY as SCHEMA_KEY
 
 PARTITION_COLUMN = "day"
 
@@ -417,31 +421,6 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
     )
 }
-
-#: Tables added after warehouses were first written: one written before gets them (empty)
-#: the next time it is opened (:meth:`tracewh.storage.store.Store.require`).
-ADDED_TABLES: tuple[str, ...] = (
-    "flow_args", "module_spans", "fingerprints", "annotation_spans", "graph_nodes", "collectives",
-)
-
-#: Columns added to existing tables after warehouses were first written (append-only): a
-#: table written before lacks them in its files. :meth:`tracewh.storage.store.Store.create` adds them
-#: to the table's Delta schema (nullable) and marks the table (``EVOLVED_PROPERTY``); readers
-#: then read its files by column name, old files giving NULL (:mod:`tracewh.query.db`).
-ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "gpu_ops": ("annotation_path", "launch_kind", "graph_position"),
-    "runs": ("step_marker", "kind"),
-}
-
-#: Delta table property set on a table whose schema got :data:`ADDED_COLUMNS`.
-EVOLVED_PROPERTY = "tracewh.columns_added"
-
-#: What a warehouse must have for this schema (its added tables and columns), hashed: a
-#: warehouse whose schema marker (``<root>/_schema.json``) has another key is brought up to
-#: date by :meth:`tracewh.storage.store.Store.require` (the prepared SQL catalog stores this key).
-SCHEMA_KEY = hashlib.sha256(
-    json.dumps([ADDED_TABLES, sorted((t, list(c)) for t, c in ADDED_COLUMNS.items())]).encode()
-).hexdigest()[:16]
 
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)

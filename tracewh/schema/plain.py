@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PlainTable", "SchemaInfo", "delta_schema", "duck_type", "info", "tables"]
 
-_SOURCES = (Path(__file__).with_name("arrow.py"), Path(__file__))
+_SOURCES = (Path(__file__).with_name("arrow.py"), Path(__file__).with_name("evolution.py"), Path(__file__))
 
 
 @dataclass(frozen=True)

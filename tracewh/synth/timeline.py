@@ -63,7 +63,7 @@ class StepTemplate:
         return self.fmt % tuple(map(add, self.base, map(offs.__getitem__, self.kinds)))
 
 
-class _Text:
+class Text:
     """Accumulates one event's template text and its integer slots."""
 
     def __init__(self) -> None:
@@ -88,11 +88,11 @@ def _us(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-Emit = Callable[[_Text], None]
+Emit = Callable[[Text], None]
 
 
 @dataclass
-class _Sim:
+class Sim:
     """Mutable state of one step simulation (local to :func:`build_step`)."""
 
     f: FlavorSpec
@@ -129,7 +129,7 @@ class _Sim:
     def x_event(self, cat: str, name_parts: Emit, ts: int, dur: int, args: Emit | None) -> Emit:
         pid = self.pid
 
-        def emit(o: _Text) -> None:
+        def emit(o: Text) -> None:
             o.lit(f'\n  {{\n    "ph": "X", "cat": "{cat}", "name": ')
             name_parts(o)
             o.lit(f', "pid": {pid}, "tid": {pid},\n    "ts": ')
@@ -155,7 +155,7 @@ class _Sim:
         )
         addr_head = f',\n    "args": {{\n      "Device Type": 1, "Device Id": {dev}, "Addr": '
 
-        def emit(o: _Text) -> None:
+        def emit(o: Text) -> None:
             o.lit(head)
             o.ts(ts)
             o.lit(addr_head)
@@ -231,10 +231,10 @@ class _Sim:
     def python_event(self, pyid: int, parent: int, label: str, start: int) -> None:
         text = json.dumps(label)
 
-        def name(o: _Text) -> None:
+        def name(o: Text) -> None:
             o.lit(text)
 
-        def args(o: _Text) -> None:
+        def args(o: Text) -> None:
             o.lit('"Python parent id": ')
             if parent:
                 o.slot(parent, PYID)
@@ -273,10 +273,10 @@ class _Sim:
         if op.cat == "cpu_op" and op.concrete is not None:
             rest += f', "Concrete Inputs": {op.concrete}'
 
-        def name(o: _Text) -> None:
+        def name(o: Text) -> None:
             o.lit(label)
 
-        def args(o: _Text) -> None:
+        def args(o: Text) -> None:
             o.lit('"External id": ')
             o.slot(ext, EXT)
             o.lit(rest)
@@ -297,10 +297,10 @@ class _Sim:
         launch = next((g for g in call.gpu if g.cat == "kernel"), None)
         rest = self.runtime_args(call, launch)
 
-        def name(o: _Text) -> None:
+        def name(o: Text) -> None:
             o.lit(f'"{call.name}"')
 
-        def args(o: _Text) -> None:
+        def args(o: Text) -> None:
             o.lit('"External id": ')
             o.slot(ext, EXT)
             o.lit(rest[0])
@@ -354,10 +354,10 @@ class _Sim:
         rest = self.gpu_args(g, stream, dur)
         label = json.dumps(g.name)
 
-        def name(o: _Text) -> None:
+        def name(o: Text) -> None:
             o.lit(label)
 
-        def args(o: _Text) -> None:
+        def args(o: Text) -> None:
             o.lit('"External id": ')
             o.slot(ext, EXT)
             o.lit(rest[0])
@@ -366,7 +366,7 @@ class _Sim:
 
         dev = self.device
 
-        def emit(o: _Text) -> None:
+        def emit(o: Text) -> None:
             o.lit(f'\n  {{\n    "ph": "X", "cat": "{g.cat}", "name": ')
             name(o)
             o.lit(f', "pid": {dev}, "tid": {stream},\n    "ts": ')
@@ -404,7 +404,7 @@ class _Sim:
         thread = pid if tid is None else tid
         end = ', "bp": "e"' if ph == "f" else ""
 
-        def emit(o: _Text) -> None:
+        def emit(o: Text) -> None:
             o.lit(f'\n  {{\n    "ph": "{ph}", "id": ')
             o.slot(corr, CORR)
             o.lit(f', "pid": {pid}, "tid": {thread}, "ts": ')
@@ -412,50 +412,3 @@ class _Sim:
             o.lit(f',\n    "cat": "ac2g", "name": "ac2g"{end}\n  }},')
 
         return emit
-
-
-def build_step(
-    program: tuple[Op, ...],
-    f: FlavorSpec,
-    *,
-    rng: random.Random,
-    scales: Scales,
-    pid: int,
-    device: int,
-    python: bool,
-    memory: bool,
-    profiler_step: bool = True,
-) -> StepTemplate:
-    """Simulate one step of ``program`` and render it as a :class:`StepTemplate`.
-
-    ``profiler_step``: wrap it in a ``ProfilerStep#N`` span (else no step span at all).
-    """
-    sim = _Sim(f, rng, scales, pid, device, python, memory)
-    sim.ext = 1  # External id 1 is the ProfilerStep span
-    for op in program:
-        sim.run_op(op)
-    sim.free_live()
-    cpu_end = sim.t + 5_000
-
-    def name(o: _Text) -> None:
-        o.lit('"ProfilerStep#')
-        o.slot(0, STEP)
-        o.lit('"')
-
-    def args(o: _Text) -> None:
-        o.lit('"External id": ')
-        o.slot(1, EXT)
-
-    if profiler_step:
-        sim.add(sim.cpu, 0, "user_annotation", sim.x_event("user_annotation", name, 0, cpu_end, args))
-    end = max([cpu_end, *sim.free.values()])
-    gap = int(rng.uniform(250_000, 650_000))
-    out = _Text()
-    for bucket in (sim.cpu, sim.gpu):
-        for _, _, emit in sorted(bucket, key=lambda e: (e[0], e[1])):
-            emit(out)
-    fmt = "".join(out.parts)
-    tpl = StepTemplate(fmt, tuple(out.base), tuple(out.kinds), math.ceil((end + gap) / 1000),
-                       (sim.ext, sim.corr, sim.pyid), dict(sim.counts), 0, sim.leaked)
-    size = len(tpl.render(0, 0, 0, 0, 0))
-    return StepTemplate(tpl.fmt, tpl.base, tpl.kinds, tpl.span_us, tpl.ids, tpl.counts, size, sim.leaked)

@@ -18,7 +18,8 @@ from pathlib import Path
 from tracewh.core.errors import UsageError
 from tracewh.synth.catalog import CUDA, ROCM, FlavorSpec, capture_program, step_program
 from tracewh.synth.options import Regression, SynthConfig, SynthSummary
-from tracewh.synth.timeline import Scales, StepTemplate, build_step
+from tracewh.synth.steps import build_step
+from tracewh.synth.timeline import Scales, StepTemplate
 
 DEFAULT_BASE_NS = 1735696800 * 10**9
 """``baseTimeNanoseconds`` of a trace without a night: 2025-01-01T02:00:00Z."""
