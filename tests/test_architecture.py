@@ -89,7 +89,7 @@ def test_the_warehouse_facade_is_thin() -> None:
     assert cls.end_lineno is not None and cls.end_lineno - cls.lineno + 1 < 400
     for path in TRACEWH.rglob("*.py"):
         rel = path.relative_to(TRACEWH)
-        if rel.parts[0] in ("cli", "api.py", "__main__.py"):
+        if rel.parts[0] in ("cli", "mcp", "results.py", "api.py", "__main__.py"):  # above it
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):

@@ -20,7 +20,7 @@ from tracewh.cli.conventions import OTHER, PANELS, split_examples
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
 ENV = {"COLUMNS": "100"}
-PANEL_TITLES = ["Ingest", "Analyse", "Attribution", "History", "Reports", "Capture", "Maintenance"]
+PANEL_TITLES = ["Ingest", "Analyse", "Attribution", "History", "Reports", "Agents", "Capture", "Maintenance"]
 
 
 def _invoke(args: list[str]) -> object:

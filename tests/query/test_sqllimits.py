@@ -10,13 +10,23 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from helpers_ingest import driver_env
 
-from tracewh.query.sqllimits import DEFAULT_MEMORY, DEFAULT_SPILL, DEFAULT_TIME_S
+from tracewh.core.errors import QueryError
+from tracewh.query.fetch import fetch_frame
+from tracewh.query.sqllimits import (
+    DEFAULT_MEMORY,
+    DEFAULT_SPILL,
+    DEFAULT_TIME_S,
+    QueryLimits,
+    run_limited,
+)
 from tracewh.synth import SynthConfig, write_trace
 
 TRACEWH = str(Path(sys.executable).with_name("tracewh"))
@@ -150,3 +160,39 @@ def test_limits_are_checked(wh: Path) -> None:
         assert p.returncode == 2, (args, p.stderr)
         _one_line(p)
     assert _sql(wh, "SELECT 1", "--time-limit", "0", "--memory-limit", "none").returncode == 0
+
+
+#: Runs for hours unless interrupted (10^16 pairs).
+ENDLESS = "SELECT count(*) AS n FROM range(100000000) a, range(100000000) b"
+
+
+def test_a_stop_event_interrupts_the_query_and_the_connection_goes_on() -> None:
+    """Another thread stops the query (the MCP server's cancelled request)."""
+    con = duckdb.connect()
+    stop = threading.Event()
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    try:
+        with pytest.raises(QueryError, match="cancelled"):
+            run_limited(con, ENDLESS, lambda: fetch_frame(con, ENDLESS), QueryLimits(time_s=600),
+                        stop=stop)  # fmt: skip
+    finally:
+        timer.cancel()
+    # without limits too (only the stop), and the connection still answers
+    with pytest.raises(QueryError, match="cancelled"):
+        run_limited(con, ENDLESS, lambda: fetch_frame(con, ENDLESS), None, stop=stop)
+    assert run_limited(con, "SELECT 1", lambda: fetch_frame(con, "SELECT 1 AS x"), None,
+                       stop=threading.Event())["x"].to_list() == [1]  # fmt: skip
+
+
+def test_an_interrupt_before_the_query_starts_is_not_lost() -> None:
+    """A deadline reached while the worker is still starting (importing Polars, binding) stops
+    the query once it runs, instead of waiting for it to end."""
+    con = duckdb.connect()
+
+    def slow_start() -> object:
+        time.sleep(0.5)  # the deadline passes before the query starts
+        return fetch_frame(con, ENDLESS)
+
+    with pytest.raises(QueryError, match=r"stopped at the time limit \(0\.1 s\)"):
+        run_limited(con, ENDLESS, slow_start, QueryLimits(time_s=0.1))

@@ -16,6 +16,7 @@ from tracewh.cli import (
     critical_path_cmd,
     history_cmds,
     ingest_cmds,
+    mcp_cmd,
     memory_cmd,
     report_cmds,
     roofline_cmd,
@@ -27,7 +28,7 @@ from tracewh.cli.conventions import finish, version_callback
 
 __all__ = [
     "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "critical_path_cmd", "history_cmds",
-    "ingest_cmds", "memory_cmd", "report_cmds", "roofline_cmd", "schema_cmd",
+    "ingest_cmds", "mcp_cmd", "memory_cmd", "report_cmds", "roofline_cmd", "schema_cmd",
     "synth_cmd",
 ]
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from tracewh import results
 from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
@@ -368,12 +369,9 @@ def ranks(
     """
     with handle_errors():
         check_format(fmt)
-        if job is not None and run:
-            raise UsageError("give --run or --job, not both")
-        wh = Warehouse(warehouse)
-        ref = None if job is not None else wh.resolve_run(selector(run))
-        ids = wh.rank_runs(job, run=ref)
-        df = wh.ranks(job, view=view) if job is not None else wh.ranks(view=view, run=ref)
+        result = results.ranks(Warehouse(warehouse), run=selector(run) if run else None, job=job,
+                               view=view)
+        ref, ids, df = result.run, result.run_ids, result.frame
         what = f"job {job!r}" if job is not None else "the job instance of this run"
         notes = [f"{what}: {len(ids)} rank(s) of one job instance"]
         if view == "stragglers":

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from tracewh import results
 from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
@@ -140,23 +141,14 @@ def changes(
     with handle_errors():
         check_format(fmt, ("text", "table", "csv", "json"))
         mc = 0.0 if min_change.strip() in ("0", "0%") else parse_threshold(min_change)
-        wh = Warehouse(warehouse)
-        ref = wh.resolve_run(run) if run else None
-        report = wh.changes(
-            since=None if since.strip().lower() == "all" else since, kernel=kernel,
+        result = results.changes(
+            Warehouse(warehouse), run=run, top=top, since=since, kernel=kernel,
             category=category, module=module, op=op, where=parse_pairs(where), alpha=alpha,
             min_change=mc, min_ms=min_ms, include_unusable=include_unusable,
         )  # fmt: skip
-        rows = report.to_dicts()
-        if ref is not None:
-            own = wh.runs(where={"run_id": ref.run_id})
-            workload = own["workload"][0] if own.height and "workload" in own.columns else None
-            rows = [r for r in rows if r["workload"] == workload and r["rank"] == ref.rank]
-            if selection_note(ref):
-                note(selection_note(ref) or "")
-        found = len(rows)
-        if top:
-            rows = rows[:top]
+        report, ref, rows, found = result.report, result.run, result.rows, result.found
+        if ref is not None and selection_note(ref):
+            note(selection_note(ref) or "")
         notes = [n for n in (report.window_note(),) if n]
         if not report.excluded.is_empty():
             notes.append(f"left out: {report.excluded.height} run(s) unusable for comparison; "

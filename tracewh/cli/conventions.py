@@ -33,6 +33,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Attribution": ("ops", "modules", "annotations"),
     "History": ("history", "diff", "check", "changes"),
     "Reports": ("report", "export", "flame"),
+    "Agents": ("mcp",),
     "Capture": ("capture", "synth"),
     "Maintenance": ("verify", "compact", "version"),
 }  # fmt: skip

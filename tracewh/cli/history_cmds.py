@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from tracewh import results
 from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
@@ -30,7 +31,6 @@ from tracewh.cli.common import (
 )
 from tracewh.cli.layout import fit_names
 from tracewh.cli.output import rank_text, selection_note, show, terminal_width
-from tracewh.core.errors import UsageError
 from tracewh.core.textsafe import escape_lines
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
@@ -73,15 +73,12 @@ def diff(
     """
     with handle_errors():
         check_format(fmt)
-        wh = Warehouse(warehouse)
-        ra, rb = wh.resolve_run(a), wh.resolve_run(b)
-        groups = wh.diff(ra, rb, level=level, tolerance=tolerance / 100.0)
-        runs = wh.compare(ra, rb)
+        result = results.diff(Warehouse(warehouse), a, b, level=level, tolerance=tolerance / 100.0)
+        ra, rb, groups, runs = result.a, result.b, result.groups, result.runs
         if fmt == "json":
             if out is not None:
                 show(groups, "json", title="", top=top, out=out)
-            shown = groups.head(top) if top else groups
-            typer.echo(json.dumps({"runs": runs.to_dicts(), "groups": shown.to_dicts()}, default=str))
+            typer.echo(json.dumps(result.document(top=top)))
             for ref in (ra, rb):
                 note = selection_note(ref)
                 if note:
@@ -136,26 +133,20 @@ def history(
     """
     with handle_errors():
         check_format(fmt)
-        if sum(x is not None for x in (kernel, category, op)) > 1:
-            raise UsageError("give one of --kernel, --category or --op")
-        if op is not None and kernel_key is not None:
-            raise UsageError("--kernel-key follows GPU ops: not with --op")
         wh = Warehouse(warehouse)
         filters = _where(where)
         empty = "no run" + (f" matches {filters}" if filters else "") + (f" since {since}" if since else "")
+        result = results.history(wh, kernel=kernel, category=category, op=op,
+                                 kernel_key=kernel_key, since=since, where=filters)  # fmt: skip
+        df, first = result.frame, result.first
         if since is not None and since.strip().lower() == "all":
             since = None
-        from tracewh.history.series import window_start
-
-        first = window_start(wh, since)  # relative windows end at the latest run, not today
         window = _window_notes(wh, since, first, filters)
         if op is not None:
-            df = wh.roofline_history(op=op, since=first, where=filters)
             shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
             show(shown, fmt, title=f"history: operators ~ {op!r}, achieved rates", top=top,
                  out=out, empty=empty, absolute=True, notes=window)
             return
-        df = wh.history(kernel=kernel, category=category, since=first, where=filters, kernel_key=kernel_key)
         what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
         if kernel_key:
             what += f", kernel key {kernel_key!r}"
@@ -348,7 +339,7 @@ def check(
             op=op,
         )
     if fmt == "json":
-        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        typer.echo(json.dumps(results.check_document(report), indent=2))
     else:
         typer.echo(escape_lines(report_text(report, markdown=fmt == "markdown")), nl=False)
     raise typer.Exit(1 if report.regressed else 0)

@@ -28,6 +28,7 @@ from tracewh.cli.layout import elide, render
 from tracewh.core.errors import UsageError
 from tracewh.core.textsafe import escape_control
 from tracewh.query.runsel import RunRef
+from tracewh.results import json_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -308,9 +309,7 @@ def to_text(df: pl.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return csv_safe(flat_frame(df)).write_csv()
     if fmt == "json":
-        buf = io.StringIO()
-        df.write_json(buf)
-        return buf.getvalue()
+        return json_text(df)
     raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
 
 

@@ -124,13 +124,6 @@ def listing(items: list[dict[str, str]], width: int) -> list[str]:
     return lines
 
 
-def _matching(doc: dict[str, Any], needle: str | None) -> dict[str, Any]:
-    if not needle:
-        return doc
-    low = needle.lower()
-    return {key: [o for o in doc[key] if low in o["name"].lower()] for key, _ in KINDS}
-
-
 @app.command()
 def schema(
     name: str | None = typer.Argument(None, metavar="[NAME]", help="Only the objects whose name contains NAME (case-insensitive), e.g. gaps.", show_default=False),
@@ -152,7 +145,7 @@ def schema(
         check_format(fmt)
         con = connect_catalog()
         try:
-            doc = _matching(describe(con), name)
+            doc = describe(con, name=name)
         finally:
             con.close()
         if fmt == "json":

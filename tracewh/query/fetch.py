@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["Kind", "Rows", "fetch_as", "fetch_frame", "fetch_rows", "first_line", "to_frame"]
+__all__ = [
+    "Kind", "Rows", "fetch_as", "fetch_frame", "fetch_head", "fetch_rows", "first_line", "to_frame",
+]
 
 #: What a fetch returns: a Polars frame, an Arrow table, or plain :class:`Rows` (no Polars).
 Kind = Literal["polars", "arrow", "rows"]
@@ -68,6 +70,39 @@ def fetch_frame(
         if rel is None:
             return pl.DataFrame()
         return to_frame(rel)
+
+    return _guarded(query, fetch)
+
+
+def fetch_head(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+    *,
+    max_rows: int,
+) -> tuple[pl.DataFrame, bool]:
+    """The first ``max_rows`` rows of ``query`` and whether it had more; errors as :class:`QueryError`.
+
+    The rows are read as a stream of Arrow batches and the reading stops once past
+    ``max_rows``: a query of millions of rows costs what its first batches cost.
+    """
+    import polars as pl
+    import pyarrow as pa
+
+    def fetch() -> tuple[pl.DataFrame, bool]:
+        rel = con.sql(query, params=params) if params else con.sql(query)
+        if rel is None:
+            return pl.DataFrame(), False
+        make = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader  # DuckDB < 1.4
+        reader = make(min(max_rows + 1, 65_536))
+        batches, rows = [], 0
+        for batch in reader:
+            batches.append(batch)
+            rows += batch.num_rows
+            if rows > max_rows:
+                break
+        frame = pl.DataFrame(pa.Table.from_batches(batches, schema=reader.schema))
+        return frame.head(max_rows), rows > max_rows
 
     return _guarded(query, fetch)
 

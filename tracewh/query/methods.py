@@ -10,6 +10,7 @@ sessions and run lookups. The facade adds the analyses, history and ingest.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from datetime import date
@@ -73,14 +74,16 @@ class QueryMethods:
     def relation(
         self, query: str, params: Params = None, *, days: Collection[date] | None = None,
         since: date | None = None, unrestricted: bool = False, limits: QueryLimits | None = None,
+        stop: threading.Event | None = None,
     ) -> Relation:
         """A read-only SQL query over the views, run when turned into Polars, Arrow or rows.
 
         ``days``/``since`` restrict the run tables' partitions; ``unrestricted=True`` lifts the
-        read-only confinement; ``limits`` bound its time, memory and spill space
+        read-only confinement; ``limits`` bound its time, memory and spill space; setting
+        ``stop`` from another thread interrupts it
         (:meth:`tracewh.query.session.Session.fetch`).
         """
-        return Relation(self.catalog, query, params, days, since, unrestricted, limits)
+        return Relation(self.catalog, query, params, days, since, unrestricted, limits, stop)
 
     def macro_relation(self, name: str, run: RunSelector = "latest", /, **params: Any) -> MacroRelation:
         """Per-run table macro ``name`` of ``sql/`` (e.g. ``stream_gaps``) for a run, run when converted."""

@@ -9,6 +9,7 @@ each conversion runs the query once, on the snapshot current then (or the open s
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -44,11 +45,27 @@ class Relation:
     since: date | None = None
     unrestricted: bool = False
     limits: QueryLimits | None = None
+    #: Set from another thread, it interrupts the running query (a cancelled request).
+    stop: threading.Event | None = None
 
     def fetch(self, kind: Kind) -> Any:
         """Run the query; its result as ``kind`` (``polars``, ``arrow`` or ``rows``)."""
         return self.session.fetch(self.query, self.params, days=self.days, since=self.since,
-                                  unrestricted=self.unrestricted, limits=self.limits, kind=kind)
+                                  unrestricted=self.unrestricted, limits=self.limits, kind=kind,
+                                  stop=self.stop)  # fmt: skip
+
+    def head(self, max_rows: int) -> tuple[pl.DataFrame, bool]:
+        """The first ``max_rows`` rows as a Polars frame (read no further), and whether there
+        were more (what the MCP ``sql`` tool returns)."""
+        from tracewh.core.errors import UsageError
+
+        if max_rows < 1:
+            raise UsageError("the row limit must be at least 1")
+        out: tuple[pl.DataFrame, bool] = self.session.fetch(
+            self.query, self.params, days=self.days, since=self.since,
+            unrestricted=self.unrestricted, limits=self.limits, stop=self.stop, max_rows=max_rows,
+        )  # fmt: skip
+        return out
 
     def pl(self) -> pl.DataFrame:
         """The result as a :class:`polars.DataFrame`."""

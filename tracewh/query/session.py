@@ -394,6 +394,8 @@ class Session:
         unrestricted: bool = False,
         limits: QueryLimits | None = None,
         kind: Kind = "polars",
+        stop: threading.Event | None = None,
+        max_rows: int | None = None,
     ) -> Any:
         """Run one read-only query over the views; its result as ``kind``.
 
@@ -402,8 +404,11 @@ class Session:
         files (:mod:`tracewh.query.sqlguard`); ``unrestricted=True`` lifts both (it can damage
         the warehouse). ``limits`` bound its time, memory and spill space and let Ctrl-C stop
         it (:mod:`tracewh.query.sqllimits`); DuckDB's temporary files go to a private folder
-        removed afterwards either way.
+        removed afterwards either way. Setting ``stop`` from another thread interrupts the
+        query. With ``max_rows``: ``(frame, more)``, the first ``max_rows`` rows (read no
+        further) and whether the result had more (:func:`~tracewh.query.fetch.fetch_head`).
         """
+        from tracewh.query.fetch import fetch_head
         from tracewh.query.sqlguard import user_query
         from tracewh.query.sqllimits import apply_limits, private_temp, run_limited
 
@@ -415,9 +420,15 @@ class Session:
                 self._guard(con, query, temp=temp, limits=limits)
             elif not session:
                 apply_limits(con, limits, temp)
-            if limits is None:
+
+            def fetch() -> Any:
+                if max_rows is not None:
+                    return fetch_head(con, query, params, max_rows=max_rows)
                 return fetch_as(con, query, params, kind)
-            return run_limited(con, query, lambda: fetch_as(con, query, params, kind), limits)
+
+            if limits is None and stop is None:
+                return fetch()
+            return run_limited(con, query, fetch, limits, stop=stop)
 
     def fetch_own(
         self, query: str, params: Mapping[str, Any] | None = None, *, only: str | None = None,

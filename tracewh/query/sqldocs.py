@@ -96,13 +96,17 @@ def _file_entries(path: Path) -> list[HeaderEntry]:
     return entries
 
 
-def describe(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> dict[str, Any]:
+def describe(
+    con: duckdb.DuckDBPyConnection, *, name: str | None = None, sql_dir: Path = SQL_DIR
+) -> dict[str, Any]:
     """The tables, views and table macros of a catalog connection, described.
 
     Parameters
     ----------
     con
         A connection with the warehouse's views and macros (``Warehouse.connect``).
+    name
+        Only the objects whose name contains this text (case-insensitive); ``None``: all.
     sql_dir
         Where the ``sql/`` headers are read.
 
@@ -116,6 +120,7 @@ def describe(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> dict
         definitions in words). Helpers without a header entry (``tw_*``, the raw file
         relations) are left out.
     """
+    needle = name.lower() if name else None  # `name` is reused by the loops below
     docs = header_entries(sql_dir)
     columns: dict[str, list[dict[str, str]]] = {}
     for table, column, dtype in con.execute(
@@ -157,4 +162,7 @@ def describe(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> dict
             "name": name, "signature": entry.signature, "parameters": list(params),
             "description": entry.text,
         })  # fmt: skip
-    return {"tables": tables, "views": views, "macros": macros}
+    doc = {"tables": tables, "views": views, "macros": macros}
+    if needle:
+        doc = {key: [o for o in objs if needle in o["name"].lower()] for key, objs in doc.items()}
+    return doc

@@ -5,8 +5,9 @@ cross join) held the command for as long and as much memory as it wanted, and Ct
 not reach it. A bounded query
 
 - runs in a worker thread while the calling (main) thread waits in short slices: Ctrl-C
-  (``KeyboardInterrupt``) and the deadline are seen within ~50 ms, and stop the query with
-  ``DuckDBPyConnection.interrupt()`` (:func:`run_limited`);
+  (``KeyboardInterrupt``), the deadline and a caller's ``stop`` event (another thread
+  cancelling it: the MCP server's cancelled requests) are seen within ~50 ms, and stop the
+  query with ``DuckDBPyConnection.interrupt()`` (:func:`run_limited`);
 - has DuckDB's ``memory_limit`` set, and spills into a private temporary folder
   (``mkdtemp``: 0700, a fresh name, owned by the user) capped by ``max_temp_directory_size``
   and removed afterwards (:func:`private_temp`). DuckDB's default spill folder is ``.tmp``
@@ -101,15 +102,30 @@ def _explain(query: str, exc: QueryError, limits: QueryLimits | None) -> QueryEr
     return exc
 
 
+def _interrupt(con: duckdb.DuckDBPyConnection, done: threading.Event) -> None:
+    """Interrupt ``con``'s query until the worker is done.
+
+    An interrupt reaches only a query that runs: one sent while the worker was still starting
+    (importing Polars for its first frame, binding the query) was lost, and the wait for the
+    worker then lasted as long as the query.
+    """
+    con.interrupt()
+    while not done.wait(0.05):
+        con.interrupt()
+
+
 def run_limited(
     con: duckdb.DuckDBPyConnection, query: str, fetch: Callable[[], _T], limits: QueryLimits | None,
+    *, stop: threading.Event | None = None,
 ) -> _T:
-    """``fetch()`` (a query on ``con``) in a worker thread, stopped at the time limit or on Ctrl-C.
+    """``fetch()`` (a query on ``con``) in a worker thread, stopped at the time limit, on Ctrl-C,
+    or when another thread sets ``stop``.
 
     Raises
     ------
     QueryError
-        The time limit passed (the query was interrupted), or the memory/spill limit was hit.
+        The time limit passed or ``stop`` was set (the query was interrupted), or the
+        memory/spill limit was hit.
     KeyboardInterrupt
         Ctrl-C (or SIGTERM/SIGHUP turned into it): the query was interrupted first.
     """
@@ -129,9 +145,12 @@ def run_limited(
     worker.start()
     try:
         while not done.wait(0.05):
+            if stop is not None and stop.is_set():
+                _interrupt(con, done)
+                if "value" not in out:
+                    raise QueryError(query, "cancelled: the query was stopped by its caller")
             if deadline is not None and time.monotonic() >= deadline:
-                con.interrupt()
-                done.wait()
+                _interrupt(con, done)
                 if "value" not in out:
                     assert limits is not None and limits.time_s is not None
                     raise QueryError(query, f"stopped at the time limit ({limits.time_s:g} s); "

@@ -1,0 +1,251 @@
+"""What the commands return as data: the JSON documents of ``--format json`` and the MCP tools.
+
+The command line (:mod:`tracewh.cli`) prints these documents with ``--format json`` and the
+MCP server (:mod:`tracewh.mcp`) returns them as its tools' structured output: one
+implementation, so an agent and a script read the same values.
+
+* A result frame (kernels, gaps, steps, runs, history, sql, ...) is a list of row objects
+  keyed by column name, exact values as stored, ``top`` rows kept (:func:`json_rows`,
+  whose text :func:`json_text` is what the CLI prints).
+* ``diff`` is ``{"runs": [...], "groups": [...]}`` (:class:`DiffResult`).
+* ``changes`` is a list of change objects, those of one run's series with ``run``
+  (:class:`ChangesResult`).
+* ``check`` is :meth:`tracewh.history.check.CheckReport.to_dict` (:func:`check_document`).
+
+Every document holds JSON values only (dates as ISO text): what ``json.loads`` of the
+CLI's output gives.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracewh.api import Warehouse
+    from tracewh.history.alerts import ChangesReport
+    from tracewh.history.check import CheckReport
+    from tracewh.query.runsel import RunRef, RunSelector
+
+__all__ = [
+    "ChangesResult", "DiffResult", "HistoryResult", "RanksResult", "changes", "check_document",
+    "diff", "history", "json_ready", "json_rows", "json_text", "ranks",
+]  # fmt: skip
+
+
+def json_text(df: pl.DataFrame) -> str:
+    """The JSON text of a result frame: a list of row objects keyed by column name.
+
+    Polars' encoding: dates and times as ISO text, nested columns as lists and objects.
+    """
+    buf = io.StringIO()
+    df.write_json(buf)
+    return buf.getvalue()
+
+
+def json_rows(df: pl.DataFrame, *, top: int | None = None) -> list[dict[str, Any]]:
+    """The first ``top`` rows of ``df`` (``None`` or 0: all) as JSON objects (:func:`json_text`)."""
+    shown = df.head(top) if top else df
+    rows: list[dict[str, Any]] = json.loads(json_text(shown))
+    return rows
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with JSON values only: what ``json.loads`` of ``json.dumps(value, default=str)`` gives."""
+    return json.loads(json.dumps(value, default=str))
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """Two runs compared: the runs, run-level metrics side by side, and the per-group rows.
+
+    Attributes
+    ----------
+    a, b
+        The runs (A the reference).
+    runs
+        One row per run-level metric (``Warehouse.compare``): metric, value_a, value_b,
+        delta, ratio.
+    groups
+        One row per kernel, short name, category or op (``Warehouse.diff``), by absolute
+        impact.
+    """
+
+    a: RunRef
+    b: RunRef
+    runs: pl.DataFrame
+    groups: pl.DataFrame
+
+    def document(self, *, top: int | None = None) -> dict[str, Any]:
+        """``{"runs": [...], "groups": [...]}``, the first ``top`` groups (``None``/0: all)."""
+        groups = self.groups.head(top) if top else self.groups
+        out: dict[str, Any] = json_ready({"runs": self.runs.to_dicts(), "groups": groups.to_dicts()})
+        return out
+
+
+def diff(
+    wh: Warehouse, a: RunSelector, b: RunSelector, *, level: str = "kernel", tolerance: float = 0.05
+) -> DiffResult:
+    """Compare runs ``a`` and ``b`` (selectors): ``tolerance`` is a fraction (0.05 = 5%)."""
+    ra, rb = wh.resolve_run(a), wh.resolve_run(b)
+    groups = wh.diff(ra, rb, level=level, tolerance=tolerance)
+    return DiffResult(ra, rb, wh.compare(ra, rb), groups)
+
+
+@dataclass(frozen=True)
+class ChangesResult:
+    """The changes found, those of one run's series when a run was given.
+
+    Attributes
+    ----------
+    report
+        What :meth:`tracewh.api.Warehouse.changes` found (every series).
+    run
+        The run whose series were kept (``None``: every series).
+    rows
+        One JSON object per change (:meth:`tracewh.history.alerts.ChangesReport.to_dicts`), largest
+        groups and contributors first, the first ``top``.
+    found
+        How many changes there were before ``top``.
+    """
+
+    report: ChangesReport
+    run: RunRef | None
+    rows: list[dict[str, Any]]
+    found: int
+
+
+def changes(
+    wh: Warehouse,
+    *,
+    run: RunSelector | None = None,
+    top: int | None = None,
+    since: str | None = "90d",
+    kernel: str | None = None,
+    category: str | None = None,
+    module: str | None = None,
+    op: str | None = None,
+    where: Mapping[str, str] | None = None,
+    alpha: float | None = None,
+    min_change: float = 0.0,
+    min_ms: float = 0.1,
+    include_unusable: bool = False,
+) -> ChangesResult:
+    """Change points over the whole history (:meth:`tracewh.api.Warehouse.changes`).
+
+    With ``run`` (a selector), only the series of that run: its workload and rank. ``since``
+    is ``90d``, ``12w``, a date, or ``None``/``"all"`` for all history; ``top`` keeps the
+    first changes (``None``/0: all).
+    """
+    ref = wh.resolve_run(run) if run else None
+    if since is not None and since.strip().lower() == "all":
+        since = None
+    report = wh.changes(
+        since=since, kernel=kernel, category=category, module=module, op=op, where=where,
+        alpha=alpha, min_change=min_change, min_ms=min_ms, include_unusable=include_unusable,
+    )  # fmt: skip
+    rows = report.to_dicts()
+    if ref is not None:
+        own = wh.runs(where={"run_id": ref.run_id})
+        workload = own["workload"][0] if own.height and "workload" in own.columns else None
+        rows = [r for r in rows if r["workload"] == workload and r["rank"] == ref.rank]
+    found = len(rows)
+    if top:
+        rows = rows[:top]
+    return ChangesResult(report, ref, json_ready(rows), found)
+
+
+def check_document(report: CheckReport) -> dict[str, Any]:
+    """The check report as JSON values (status, runs, regressions, improvements, changes, params)."""
+    out: dict[str, Any] = json_ready(report.to_dict())
+    return out
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """One row per run, oldest first, and the first day of the window.
+
+    Attributes
+    ----------
+    frame
+        ``Warehouse.history`` rows, or with ``op`` ``Warehouse.roofline_history`` rows.
+    first
+        The first day of the ``since`` window (relative windows count back from the latest
+        run's day); ``None``: every run.
+    """
+
+    frame: pl.DataFrame
+    first: date | None
+
+
+def history(
+    wh: Warehouse,
+    *,
+    kernel: str | None = None,
+    category: str | None = None,
+    op: str | None = None,
+    kernel_key: str | None = None,
+    since: str | None = None,
+    where: Mapping[str, str] | None = None,
+) -> HistoryResult:
+    """One row per run, oldest first: ``Warehouse.history``, or with ``op`` ``roofline_history``.
+
+    At most one of ``kernel``, ``category`` and ``op``; ``kernel_key`` follows GPU ops (not
+    with ``op``). ``since``: ``90d``, ``12w`` (counted back from the latest run's day), a
+    date, or ``None``/``"all"`` for every run.
+    """
+    from tracewh.core.errors import UsageError
+    from tracewh.history.series import window_start
+
+    if sum(x is not None for x in (kernel, category, op)) > 1:
+        raise UsageError("give one of --kernel, --category or --op")
+    if op is not None and kernel_key is not None:
+        raise UsageError("--kernel-key follows GPU ops: not with --op")
+    if since is not None and since.strip().lower() == "all":
+        since = None
+    first = window_start(wh, since)  # relative windows end at the latest run, not today
+    if op is not None:
+        return HistoryResult(wh.roofline_history(op=op, since=first, where=where), first)
+    frame = wh.history(kernel=kernel, category=category, since=first, where=where,
+                       kernel_key=kernel_key)  # fmt: skip
+    return HistoryResult(frame, first)
+
+
+@dataclass(frozen=True)
+class RanksResult:
+    """The ranks of one job instance compared.
+
+    Attributes
+    ----------
+    run
+        The run whose instance it is (``None`` when a job name chose it).
+    run_ids
+        The instance's runs, lowest rank first.
+    frame
+        ``rank_imbalance``, ``rank_kernels`` or ``rank_stragglers`` rows.
+    """
+
+    run: RunRef | None
+    run_ids: list[str]
+    frame: pl.DataFrame
+
+
+def ranks(
+    wh: Warehouse, *, run: RunSelector | None = None, job: str | None = None,
+    view: str = "imbalance",
+) -> RanksResult:
+    """The ranks of the job instance of ``run`` (default: the latest run) or of ``job``'s latest."""
+    from tracewh.core.errors import UsageError
+
+    if job is not None and run:
+        raise UsageError("give --run or --job, not both")
+    ref = None if job is not None else wh.resolve_run(run or "latest")
+    ids = wh.rank_runs(job, run=ref)
+    df = wh.ranks(job, view=view) if job is not None else wh.ranks(view=view, run=ref)
+    return RanksResult(ref, ids, df)
