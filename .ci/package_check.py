@@ -108,7 +108,8 @@ def check_contents(wheel: Path, sdist: Path) -> None:
         if shipped != sql:
             raise Failed(f"the wheel's tracewh/sql/ differs from sql/: "
                          f"{sorted(set(shipped) ^ set(sql))}")
-        must = {"tracewh/py.typed", f"tracewh-{version()}.dist-info/licenses/LICENSE"}
+        must = {"tracewh/py.typed", f"tracewh-{version()}.dist-info/licenses/LICENSE",
+                "tracewh/mcp/SKILL.md"}
         if must - names:
             raise Failed(f"the wheel lacks {sorted(must - names)}")
         junk = [n for n in names if n.endswith((".c", ".h")) or n.startswith("tests/")]
@@ -197,6 +198,9 @@ def smoke(kind: str, artifact: Path, work: Path, expected: list[dict[str, object
     refused = run([tracewh, "report", "-w", wh, "--out", home / "report"], cwd=home, env=env, ok=(2,))
     if "tracewh[report]" not in refused.stderr or len(refused.stderr.strip().splitlines()) != 1:
         raise Failed(f"{kind}: report without the extra: {refused.stderr!r}")
+    refused = run([tracewh, "mcp", "-w", wh], cwd=home, env=env, ok=(2,))
+    if "tracewh[mcp]" not in refused.stderr or len(refused.stderr.strip().splitlines()) != 1:
+        raise Failed(f"{kind}: mcp without the extra: {refused.stderr!r}")
     run([*pip, f"{artifact}[report]"], cwd=home, env=env)
     run([tracewh, "report", "-w", wh, "--out", home / "report"], cwd=home, env=env)
     html = home / "report" / "report.html"
@@ -204,7 +208,7 @@ def smoke(kind: str, artifact: Path, work: Path, expected: list[dict[str, object
         raise Failed(f"{kind}: report wrote no report.html")
     log(f"{kind}: --version, ingest ({len(summary['ingested'])} files), kernels --format "
         f"json (= checkout, {len(expected)} rows), {len(TABLES)} table commands, report "
-        f"(refused without the extra, written with it) in {time.perf_counter() - t0:.0f} s")
+        f"(refused without the extra, written with it), mcp (refused without the extra) in {time.perf_counter() - t0:.0f} s")
 
 
 def no_compiler(sdist: Path, work: Path, expected: list[dict[str, object]]) -> None:
