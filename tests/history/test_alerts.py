@@ -174,7 +174,8 @@ def test_four_real_traces_in_one_folder(shared_traces: Any, tmp_path: Any) -> No
     for name in FOUR:
         (folder / name).symlink_to(shared_traces / name)
     wh = Warehouse(tmp_path / "wh")
-    assert wh.ingest([folder]).ok
+    # links out of a scanned folder are not followed (issue 33): the files are given by name
+    assert wh.ingest([folder / name for name in FOUR]).ok
     runs = wh.runs()
     assert runs["job"].n_unique() == 1 and runs["device_name"].n_unique() == 1
     assert runs["workload"].n_unique() == 4 and set(runs["workload_by"]) == {"fingerprint"}

@@ -49,7 +49,8 @@ def test_backfilled_signature_equals_the_ingest_time_one(shared_traces: Path, tm
     for name in REAL:
         (folder / name).symlink_to(shared_traces / name)
     wh = Warehouse(tmp_path / "wh")
-    assert wh.ingest([folder], jobs=1).ok
+    # links out of a scanned folder are not followed (issue 33): the links are given by name
+    assert wh.ingest([folder / name for name in REAL], jobs=1).ok
     stored = _stored(wh)
     assert stored.height == len(REAL)
     assert set(stored["source"]) == {"gpu", "cpu"}

@@ -80,7 +80,10 @@ def escape_nested(value: Any) -> Any:
 
 #: Characters that change a Markdown document wherever they stand in a line.
 #: ``_`` between two letters or digits opens no emphasis (CommonMark): ``gemm_kernel`` stays.
-_MD_INLINE = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+#: Brackets make a link or an image only as ``[text](url)``: the ``(`` after ``]`` is escaped
+#: (a reference link needs a definition at a line's start, which data never has), so shapes
+#: such as ``[[64,256],[64,256]]`` read as they are.
+_MD_INLINE = re.compile(r"([\\`*|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])\()")
 #: What changes a Markdown document at the start of a line (a heading, a quote, a list item).
 _MD_LINE_START = re.compile(r"^(\s*)(#|[-+*](?=\s))")
 _MD_ORDERED = re.compile(r"^(\s*\d+)([.)])(?=\s)")
@@ -92,14 +95,14 @@ def escape_markdown(text: str) -> str:
     :func:`escape_control` first (a newline becomes ``\n``, so no data starts a line of
     its own: no heading, list or quote can be injected), then ``&``, ``<``, ``>`` as HTML
     entities (no raw HTML: ``<script>``, ``<img onerror=...>``) and a backslash before
-    every character that is Markdown syntax inside a line (emphasis, code, links, tables,
-    strikethrough), and before a heading, quote or list marker at the start. Rendered,
-    the text reads exactly as it was.
+    every character that is Markdown syntax inside a line (emphasis, code, tables,
+    strikethrough, the ``(`` of a link or image after ``]``), and before a heading or list
+    marker at the start. Rendered, the text reads exactly as it was.
 
     Examples
     --------
-    >>> print(escape_markdown("<b>[a](b)</b> | *y*"))
-    &lt;b&gt;\[a\](b)&lt;/b&gt; \| \*y\*
+    >>> print(escape_markdown("<b>[a](b)</b> | *y* [[64,256]]"))
+    &lt;b&gt;[a]\(b)&lt;/b&gt; \| \*y\* [[64,256]]
     """
     text = escape_control(text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
