@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracewh.analysis import memory as _mem
+from tracewh.history.options import ChangesOptions, CheckOptions
 from tracewh.query import macros
 from tracewh.query.methods import QueryMethods
 from tracewh.query.runs import LATEST_FIRST
@@ -322,11 +323,11 @@ class Warehouse(QueryMethods):
                              kernel_key=kernel_key)  # fmt: skip
 
     def changes(
-        self, *, since: str | date | None = "90d", kernel: str | None = None,
+        self, *, since: str | date | None = ChangesOptions.since, kernel: str | None = None,
         category: str | None = None, module: str | None = None, op: str | None = None,
         where: Mapping[str, str] | None = None, alpha: float | None = None,
-        min_change: float = 0.0, min_ms: float = 0.1, floor_ms: float = 0.01,
-        keys: Sequence[str] | None = None, include_unusable: bool = False,
+        min_change: float = ChangesOptions.min_change, min_ms: float = ChangesOptions.min_ms, floor_ms: float = ChangesOptions.floor_ms,
+        keys: Sequence[str] | None = None, include_unusable: bool = ChangesOptions.include_unusable,
     ) -> _alerts.ChangesReport:
         """Change points over the whole history of every comparable series (:func:`tracewh.history.alerts.changes`)."""
         from tracewh.history import alerts as _alerts
@@ -341,10 +342,10 @@ class Warehouse(QueryMethods):
             )  # fmt: skip
 
     def check(
-        self, run: RunSelector = "latest", *, baseline: int | None = None,
-        threshold: float = 0.10, min_ms: float = 0.1, k_mad: float = 3.0, floor_ms: float = 0.01,
-        min_runs: int = 3, alpha: float | None = None, keys: Sequence[str] | None = None,
-        all_ranks: bool = True, include_unusable: bool = False, op: str | None = None,
+        self, run: RunSelector = "latest", *, baseline: int | None = CheckOptions.baseline,
+        threshold: float = CheckOptions.threshold, min_ms: float = CheckOptions.min_ms, k_mad: float = CheckOptions.k_mad, floor_ms: float = CheckOptions.floor_ms,
+        min_runs: int = CheckOptions.min_runs, alpha: float | None = None, keys: Sequence[str] | None = None,
+        all_ranks: bool = CheckOptions.all_ranks, include_unusable: bool = CheckOptions.include_unusable, op: str | None = CheckOptions.op,
     ) -> _check.CheckReport:
         """Check a run, and the other ranks of its job instance, for regressions in force (:func:`tracewh.history.check.check`)."""
         from tracewh.history import alerts as _alerts

@@ -26,6 +26,7 @@ from tracewh.cli.history_cmds import _parse_threshold as parse_threshold
 from tracewh.cli.history_cmds import bytes_text
 from tracewh.cli.layout import fit_names
 from tracewh.cli.output import note, run_title, selection_note, show, terminal_width, write_out
+from tracewh.history.options import ChangesOptions
 
 if TYPE_CHECKING:  # the change-point modules (Polars, numpy) load when the command runs
     from tracewh.history.alerts import ChangesReport
@@ -118,16 +119,16 @@ def report_text(report: ChangesReport, *, rows: list[dict[str, Any]] | None = No
 def changes(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option("Only the series of this run: its workload and rank (a selector: run_id prefix, KEY=VALUE, latest)."),
-    since: str = typer.Option("90d", "--since", metavar="WHEN", help="90d, 12w (counted back from the latest run's day), YYYY-MM-DD, or 'all'."),
+    since: str = typer.Option(str(ChangesOptions.since), "--since", metavar="WHEN", help="90d, 12w (counted back from the latest run's day), YYYY-MM-DD, or 'all'."),
     kernel: str | None = typer.Option(None, "--kernel", "-k", metavar="PATTERN", help="Only GPU ops matching this pattern (glob with * ? [, else substring)."),
     category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="Only GPU ops of this category."),
     module: str | None = typer.Option(None, "--module", "-m", metavar="PATH", help="Only GPU ops under this module path (Root/child/...)."),
     op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Instead: the achieved TFLOP/s of the CPU operators matching PATTERN (roofline; a drop is the regression)."),
     where: list[str] | None = where_option(),
-    alpha: float = typer.Option(0.01, "--alpha", metavar="P", help="Significance of a change (per split, after the correction for the search)."),
-    min_change: str = typer.Option("0%", "--min-change", metavar="PCT", help="Smallest relative change reported, e.g. 2%."),
-    min_ms: float = typer.Option(0.1, "--min-ms", metavar="MS", help="Analyse kernels, categories and modules reaching MS ms per step."),
-    include_unusable: bool = typer.Option(False, "--include-unusable", help="Keep runs flagged unusable for comparison (capture-only, truncated, far-out timestamps, duplicated events)."),
+    alpha: float = typer.Option(ChangesOptions.alpha, "--alpha", metavar="P", help="Significance of a change (per split, after the correction for the search)."),
+    min_change: str = typer.Option(f"{ChangesOptions.min_change:.0%}", "--min-change", metavar="PCT", help="Smallest relative change reported, e.g. 2%."),
+    min_ms: float = typer.Option(ChangesOptions.min_ms, "--min-ms", metavar="MS", help="Analyse kernels, categories and modules reaching MS ms per step."),
+    include_unusable: bool = typer.Option(ChangesOptions.include_unusable, "--include-unusable", help="Keep runs flagged unusable for comparison (capture-only, truncated, far-out timestamps, duplicated events)."),
     top: int | None = top_option(None, "Show the first N changes (largest groups and contributors first; 0: all)."),
     fmt: str = format_option("text", ("text", "table", "csv", "json")),
     out: Path | None = out_option("Also write the changes shown to PATH (.csv, .json or .parquet; one row per change, times in ms per step as --format json)."),

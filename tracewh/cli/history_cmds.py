@@ -32,6 +32,7 @@ from tracewh.cli.common import (
 from tracewh.cli.layout import fit_names
 from tracewh.cli.output import rank_text, selection_note, show, terminal_width
 from tracewh.core.textsafe import escape_lines
+from tracewh.history.options import CheckOptions
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
 if TYPE_CHECKING:  # Polars, history and check are imported where they are used
@@ -308,14 +309,14 @@ def report_text(report: CheckReport, *, markdown: bool = False, width: int | Non
 def check(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    baseline: int | None = typer.Option(None, "--baseline", metavar="N", help="Baseline: at most the N last runs of the segment before the change (default: all of it)."),
-    threshold: str = typer.Option("10%", "--threshold", metavar="PCT", help="Relative change that counts, e.g. 10%."),
-    min_ms: float = typer.Option(0.1, "--min-ms", metavar="MS", help="Check kernels, categories and modules of at least MS ms per step."),
-    k_mad: float = typer.Option(3.0, "--k-mad", metavar="K", help="A change must also exceed K x the noise the change-point test measured."),
-    min_runs: int = typer.Option(3, "--min-runs", metavar="N", help="Fewest comparable earlier runs to check at all."),
-    alpha: float = typer.Option(0.01, "--alpha", metavar="P", help="Significance of a change point."),
+    baseline: int | None = typer.Option(CheckOptions.baseline, "--baseline", metavar="N", help="Baseline: at most the N last runs of the segment before the change (default: all of it)."),
+    threshold: str = typer.Option(f"{CheckOptions.threshold:.0%}", "--threshold", metavar="PCT", help="Relative change that counts, e.g. 10%."),
+    min_ms: float = typer.Option(CheckOptions.min_ms, "--min-ms", metavar="MS", help="Check kernels, categories and modules of at least MS ms per step."),
+    k_mad: float = typer.Option(CheckOptions.k_mad, "--k-mad", metavar="K", help="A change must also exceed K x the noise the change-point test measured."),
+    min_runs: int = typer.Option(CheckOptions.min_runs, "--min-runs", metavar="N", help="Fewest comparable earlier runs to check at all."),
+    alpha: float = typer.Option(CheckOptions.alpha, "--alpha", metavar="P", help="Significance of a change point."),
     key: list[str] | None = typer.Option(None, "--key", metavar="LABEL", help="Labels that name a workload (repeatable; default model, branch)."),
-    include_unusable: bool = typer.Option(False, "--include-unusable", help="Keep runs flagged unusable for comparison in the baselines."),
+    include_unusable: bool = typer.Option(CheckOptions.include_unusable, "--include-unusable", help="Keep runs flagged unusable for comparison in the baselines."),
     op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Also check the achieved TFLOP/s of the CPU operators matching PATTERN (roofline; a drop is a regression)."),
     fmt: str = format_option("text", ("text", "markdown", "json")),
 ) -> None:
@@ -335,7 +336,7 @@ def check(
         report = wh.check(
             ref, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
             k_mad=k_mad, min_runs=min_runs, alpha=alpha,
-            keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
+            keys=tuple(key) if key else CheckOptions.keys, include_unusable=include_unusable,
             op=op,
         )
     if fmt == "json":

@@ -27,6 +27,7 @@ from tracewh.history.changes import (
     metric_unit,
 )
 from tracewh.history.health import unusable_runs
+from tracewh.history.options import ChangesOptions
 from tracewh.history.series import parse_since
 from tracewh.history.workload import (
     DEFAULT_KEYS,
@@ -206,19 +207,19 @@ class ChangesReport:
 def changes(
     src: Source,
     *,
-    since: str | dt.date | None = "90d",
+    since: str | dt.date | None = ChangesOptions.since,
     kernel: str | None = None,
     category: str | None = None,
     module: str | None = None,
     op: str | None = None,
     where: Mapping[str, str] | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    min_change: float = 0.0,
-    min_ms: float = 0.1,
-    floor_ms: float = 0.01,
-    keys: Sequence[str] = DEFAULT_KEYS,
+    alpha: float = ChangesOptions.alpha,
+    min_change: float = ChangesOptions.min_change,
+    min_ms: float = ChangesOptions.min_ms,
+    floor_ms: float = ChangesOptions.floor_ms,
+    keys: Sequence[str] = ChangesOptions.keys,
     threshold: float = DEFAULT_THRESHOLD,
-    include_unusable: bool = False,
+    include_unusable: bool = ChangesOptions.include_unusable,
     today: dt.date | None = None,
 ) -> ChangesReport:
     """Change points over the whole history of every comparable series.

@@ -47,12 +47,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from tracewh.history.options import DEFAULT_ALPHA as DEFAULT_ALPHA
 from tracewh.history.stats import student_t_sf2
 
 FloatArray = NDArray[np.float64]
 
-#: Default family-wise significance of one split (after the correction for the search).
-DEFAULT_ALPHA = 0.01
 
 
 @dataclass(frozen=True)

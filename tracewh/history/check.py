@@ -32,7 +32,7 @@ import polars as pl
 
 from tracewh.core.errors import UsageError
 from tracewh.history.alerts import commit_label, run_set, series_values
-from tracewh.history.changepoint import DEFAULT_ALPHA, ChangePoint, detect
+from tracewh.history.changepoint import ChangePoint, detect
 from tracewh.history.changes import (
     HIGHER_IS_BETTER,
     MEMORY_FLOOR_BYTES,
@@ -40,7 +40,7 @@ from tracewh.history.changes import (
     ZERO_FILLED,
     metric_unit,
 )
-from tracewh.history.workload import DEFAULT_KEYS
+from tracewh.history.options import CheckOptions
 from tracewh.query.runsel import RunSelector, Source
 
 _KIND = {"step": "step", "idle": "idle", "category": "category", "kernel": "kernel",
@@ -235,17 +235,17 @@ def check(
     src: Source,
     run: RunSelector = "latest",
     *,
-    baseline: int | None = None,
-    threshold: float = 0.10,
-    min_ms: float = 0.1,
-    k_mad: float = 3.0,
-    floor_ms: float = 0.01,
-    min_runs: int = 3,
-    alpha: float = DEFAULT_ALPHA,
-    keys: Sequence[str] = DEFAULT_KEYS,
-    all_ranks: bool = True,
-    include_unusable: bool = False,
-    op: str | None = None,
+    baseline: int | None = CheckOptions.baseline,
+    threshold: float = CheckOptions.threshold,
+    min_ms: float = CheckOptions.min_ms,
+    k_mad: float = CheckOptions.k_mad,
+    floor_ms: float = CheckOptions.floor_ms,
+    min_runs: int = CheckOptions.min_runs,
+    alpha: float = CheckOptions.alpha,
+    keys: Sequence[str] = CheckOptions.keys,
+    all_ranks: bool = CheckOptions.all_ranks,
+    include_unusable: bool = CheckOptions.include_unusable,
+    op: str | None = CheckOptions.op,
 ) -> CheckReport:
     """Check a run, and the other ranks of its job instance, for regressions in force.
 

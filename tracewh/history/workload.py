@@ -31,8 +31,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-#: Labels that name a workload by default.
-DEFAULT_KEYS: tuple[str, ...] = ("model", "branch")
+from tracewh.history.options import DEFAULT_KEYS as DEFAULT_KEYS
+
 #: Least share of equal MinHash slots for two runs to be one workload.
 DEFAULT_THRESHOLD = 0.5
 
