@@ -185,7 +185,7 @@ WITH m AS (
         count(total_allocated) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
             AS n_total
     FROM instants
-    WHERE list_contains(run_ids, run_id) AND name = '[memory]' AND bytes IS NOT NULL
+    WHERE run_id IN (SELECT unnest(run_ids)) AND name = '[memory]' AND bytes IS NOT NULL
       AND ts_ns IS NOT NULL AND device_type IS NOT NULL
     WINDOW w AS (PARTITION BY run_id, device_type, device_id ORDER BY ts_ns, event_index)
 ),
@@ -464,7 +464,7 @@ WITH ev AS MATERIALIZED (
 w AS (
     SELECT run_id, step, min(ts_ns) AS s, max(ts_ns + dur_ns) AS e
     FROM steps
-    WHERE list_contains(run_ids, run_id) AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL
+    WHERE run_id IN (SELECT unnest(run_ids)) AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL
     GROUP BY run_id, step
 ),
 devs AS (

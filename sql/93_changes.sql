@@ -24,120 +24,51 @@
 --   (module_path equal to it or under it, 'Root/child/...') restrict the kernel, category and
 --   module rows to the matching ops; with any filter the step, idle and memory rows are
 --   left out.
---   One scan of gpu_ops serves the kernel, category and module rows and the kernel keys
---   (kernel_keys_of over every op name of the runs of day >= since, whatever the filters:
---   the keys of the kernel_keys view); step rows: run_steps (step_sd_ns); idle:
---   run_gpu_summary (its own pass, a window over each device's ops in time order).
+--   Where the values come from: the runs' `run_series` rows (written at ingest; one row per
+--   (run, series), 92_run_series.sql) when no filter is given; the runs without them (stored
+--   before the table; `tracewh migrate` stores theirs) and every run under a filter get
+--   series_rows, the same definition computed from their tables. Kernel rows come per (run,
+--   fine key) and take the kernel_key resolved over every op name of the runs of day >=
+--   since (kernel_keys_of over the 'op' rows, whatever the filters: the keys of the
+--   kernel_keys view).
 
 CREATE OR REPLACE MACRO series_values(since := NULL, kernel_pattern := NULL, category_name := NULL, module_prefix := NULL) AS TABLE
-WITH o AS (
-    -- the one scan of gpu_ops: the kernel, category and module rows and the kernel keys
-    -- (resolved over every op name of the runs, whatever the filters) all read it
-    SELECT run_id, step, name, short_name, category, module_path, dur_ns,
-           coalesce((kernel_pattern IS NULL OR CASE
-                WHEN regexp_matches(kernel_pattern, '[*?\[]')
-                    THEN lower(name) GLOB lower(kernel_pattern)
-                        OR lower(short_name) GLOB lower(kernel_pattern)
-                ELSE contains(lower(name), lower(kernel_pattern))
-                    OR contains(lower(short_name), lower(kernel_pattern))
-               END)
-           AND (category_name IS NULL OR lower(category) = lower(category_name))
-           AND (module_prefix IS NULL OR module_path = module_prefix
-                OR starts_with(module_path, module_prefix || '/')), false) AS matched
-    FROM gpu_ops
-    WHERE CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE)
+WITH computed AS MATERIALIZED (
+    SELECT run_id, metric, key, name, short_name, category, value, step_sd, n_steps
+    FROM series_rows(since := since, kernel_pattern := kernel_pattern,
+                     category_name := category_name, module_prefix := module_prefix,
+                     skip_stored := kernel_pattern IS NULL AND category_name IS NULL
+                                    AND module_prefix IS NULL)
 ),
-rs AS (
-    SELECT s.run_id, s.n_steps, s.step_divisor, s.step_ns, s.step_sd_ns
-    FROM run_steps s
+stored AS (
+    SELECT s.run_id, s.metric, s.key, s.name, s.short_name, s.category, s.value, s.step_sd,
+           s.n_steps
+    FROM run_series s
     JOIN runs r ON r.run_id = s.run_id
-    WHERE CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE)
+    WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL
+      AND (CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE))
 ),
-by_name AS MATERIALIZED (
-    SELECT run_id, step, name, short_name, category, matched, sum(dur_ns) AS total_ns
-    FROM o
-    GROUP BY ALL
+v AS MATERIALIZED (
+    SELECT * FROM computed
+    UNION ALL
+    SELECT * FROM stored
 ),
 keys AS (
     SELECT *
     FROM kernel_keys_of((
         SELECT coalesce(list({'run_id': run_id, 'name': name}), [])
-        FROM (SELECT DISTINCT run_id, name FROM by_name WHERE name IS NOT NULL)
+        FROM v WHERE metric = 'op'
     ))
-),
-hit AS (
-    SELECT run_id, step, name, short_name, category, total_ns
-    FROM by_name
-    WHERE matched AND total_ns IS NOT NULL
-),
-keyed AS (
-    SELECT b.run_id, b.step, k.kernel_key, b.name, b.short_name, b.category, b.total_ns
-    FROM hit b
-    JOIN keys k USING (name)
-),
-grouped AS (
-    SELECT run_id, step, 'kernel' AS metric, kernel_key AS key,
-           arg_max(name, total_ns) AS name, arg_max(short_name, total_ns) AS short_name,
-           arg_max(category, total_ns) AS category, sum(total_ns) AS s
-    FROM keyed
-    GROUP BY run_id, step, kernel_key
-    UNION ALL
-    SELECT run_id, step, 'category', category, category, NULL, category, sum(total_ns)
-    FROM hit
-    GROUP BY run_id, step, category
-    UNION ALL
-    SELECT run_id, step, 'module', m, m, NULL, NULL, sum(dur_ns)
-    FROM (
-        SELECT run_id, step, dur_ns,
-               array_to_string(list_slice(string_split(module_path, '/'), 1,
-                   coalesce(len(string_split(module_prefix, '/')), 1) + 1), '/') AS m
-        FROM o
-        WHERE matched AND module_path IS NOT NULL AND dur_ns IS NOT NULL
-    )
-    GROUP BY run_id, step, m
-),
-per_key AS (
-    SELECT run_id, metric, key,
-           arg_max(name, s) AS name, arg_max(short_name, s) AS short_name,
-           arg_max(category, s) AS category,
-           sum(s) AS total_ns,
-           sum(s) FILTER (WHERE step IS NOT NULL) AS in_steps_ns,
-           sum(s * s) FILTER (WHERE step IS NOT NULL) AS in_steps_sq
-    FROM grouped
-    GROUP BY run_id, metric, key
 )
-SELECT
-    p.run_id, p.metric, p.key, p.name, p.short_name, p.category,
-    p.total_ns / rs.step_divisor AS value,
-    CASE WHEN rs.n_steps >= 2 THEN sqrt(greatest(
-        (coalesce(p.in_steps_sq, 0) - coalesce(p.in_steps_ns, 0) ^ 2 / rs.n_steps)
-        / (rs.n_steps - 1), 0)) END AS step_sd,
-    rs.n_steps
-FROM per_key p
-JOIN rs ON rs.run_id = p.run_id
+SELECT v.run_id, 'kernel' AS metric, k.kernel_key AS key,
+       arg_max(v.name, v.value) AS name, arg_max(v.short_name, v.value) AS short_name,
+       arg_max(v.category, v.value) AS category, sum(v.value) AS value,
+       sqrt(sum(v.step_sd * v.step_sd)) AS step_sd, max(v.n_steps) AS n_steps
+FROM v
+JOIN keys k USING (name)
+WHERE v.metric = 'kernel'
+GROUP BY v.run_id, k.kernel_key
 UNION ALL
-SELECT rs.run_id, 'step', 'step_ns', 'step_ns', NULL, NULL, rs.step_ns, rs.step_sd_ns,
-       rs.n_steps
-FROM rs
-WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL
-UNION ALL
-SELECT g.run_id, 'idle', 'gpu_idle_fraction', 'gpu_idle_fraction', NULL, NULL,
-       g.gpu_idle_fraction, NULL, rs.n_steps
-FROM run_gpu_summary(since := since) g
-JOIN rs ON rs.run_id = g.run_id
-WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL
-  AND g.gpu_idle_fraction IS NOT NULL
-UNION ALL
-SELECT m.run_id, 'memory', 'peak_allocated_' || m.device_type, 'peak_allocated_' || m.device_type,
-       NULL, NULL, CAST(m.peak_allocated_per_step_bytes AS DOUBLE), m.step_peak_sd_bytes,
-       rs.n_steps
-FROM (
-    SELECT run_id, device_type,
-           arg_max(peak_allocated_per_step_bytes, peak_allocated_per_step_bytes)
-               AS peak_allocated_per_step_bytes,
-           arg_max(step_peak_sd_bytes, peak_allocated_per_step_bytes) AS step_peak_sd_bytes
-    FROM run_memory_in((SELECT list(run_id) FROM rs))
-    GROUP BY run_id, device_type
-) m
-JOIN rs ON rs.run_id = m.run_id
-WHERE kernel_pattern IS NULL AND category_name IS NULL AND module_prefix IS NULL;
+SELECT run_id, metric, key, name, short_name, category, value, step_sd, n_steps
+FROM v
+WHERE metric NOT IN ('kernel', 'op');

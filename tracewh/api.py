@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tracewh.analysis import roofline as _roof
     from tracewh.history import alerts as _alerts
     from tracewh.history import check as _check
+    from tracewh.history.runseries import MigrateReport
     from tracewh.ingest.batch import Executor, IngestReport
     from tracewh.ingest.maintenance import CompactReport, VerifyReport
     from tracewh.ingest.options import FileResult
@@ -83,10 +84,12 @@ class Warehouse(QueryMethods):
         Returns an :class:`~tracewh.ingest.batch.IngestReport`; a bad file is a failed
         result, never an exception. The options are :class:`~tracewh.ingest.options.IngestOptions`.
         """
+        from tracewh.history.runseries import write_series
         from tracewh.ingest.batch import ingest_paths
         from tracewh.ingest.options import IngestOptions
         options = IngestOptions.checked(labels=dict(labels or {}), steps=steps, step_marker=step_marker,
-                                        skip_python=skip_python, force=force, job=job)
+                                        skip_python=skip_python, force=force, job=job,
+                                        derive=write_series)
         return ingest_paths(self.store, paths, options, jobs=jobs, executor=executor,
                             on_result=on_result)
 
@@ -110,6 +113,27 @@ class Warehouse(QueryMethods):
         added = self.backfill_fingerprints()
         report = compact(self.store, retain_hours=retain_hours)
         return dataclasses.replace(report, fingerprints_added=added)
+
+    def migrate(self, *, batch: int = 64) -> MigrateReport:
+        """Bring a warehouse written by an older tracewh up to date; safe to repeat or kill.
+
+        Adds the tables it lacks, stores the ``run_series`` rows (each run's history series,
+        :mod:`tracewh.history.runseries`) and the fingerprints of the runs ingested before
+        those tables, ``batch`` runs of whole days per query and commit, then merges the
+        ``run_series`` table's small files and checkpoints it. Idempotent: a second call
+        finds nothing to do. Killed at any point, every commit is whole and the next call
+        finishes the work; until then history commands compute the missing values from the
+        runs' tables (the same values, slower).
+        """
+        from tracewh.history.runseries import MigrateReport, migrate_series
+        from tracewh.ingest.compaction import compact_table
+        self.store.require()
+        self.store.check_writable()
+        series = migrate_series(self, self.store, batch=batch)
+        fingerprints = self.backfill_fingerprints(batch=batch)
+        merged = compact_table(self.store, "run_series", max_files=1)
+        self.store.table("run_series").create_checkpoint()  # history opens one file
+        return MigrateReport(series, fingerprints, merged.files_before, merged.files_after)
 
     def backfill_fingerprints(self, *, batch: int = 64) -> int:
         """Store the fingerprint of every visible run without one; how many were added.

@@ -189,8 +189,8 @@ def test_a_concurrent_backfill_commits_first(tmp_path: Path, monkeypatch: Any) -
     real = backfill._wanted
     calls: list[int] = []
 
-    def racing(store: Any, todo: Any, version: int) -> Any:
-        out = real(store, todo, version)
+    def racing(store: Any, table: str, todo: Any, version: int, *, unique: bool) -> Any:
+        out = real(store, table, todo, version, unique=unique)
         if not calls:  # the other backfill commits right after our check
             write_deltalake(store.table_uri("fingerprints"), out, mode="append",
                             partition_by=["day"])  # fmt: skip

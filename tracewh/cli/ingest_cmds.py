@@ -297,6 +297,33 @@ def verify(
 
 
 @app.command()
+def migrate(
+    warehouse: str = warehouse_option(),
+    fmt: str = format_option("text", ("text", "json")),
+) -> None:
+    """Bring a warehouse written by an older tracewh up to date (idempotent, safe to kill).
+
+    Stores each older run's history series (run_series) and fingerprint, computed from
+    its tables, then merges the series table's small files. Repeat it to finish an
+    interrupted migration; a second run does nothing.
+
+    Example: tracewh migrate -w warehouse
+    """
+    with handle_errors():
+        if fmt not in ("text", "json"):
+            raise UsageError(f"--format must be text or json, not {fmt!r}")
+        report = Warehouse(warehouse).migrate()
+        if fmt == "json":
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+            return
+        typer.echo(
+            f"migrated: history series of {report.series_runs} run(s), fingerprints of "
+            f"{report.fingerprints_added} run(s) stored; run_series files "
+            f"{report.files_before} -> {report.files_after}"
+        )
+
+
+@app.command()
 def compact(
     warehouse: str = warehouse_option(),
     retain_hours: int = typer.Option(

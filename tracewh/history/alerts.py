@@ -85,15 +85,37 @@ def series_values(
     """``series_values`` (sql/93_changes.sql) of the runs of day >= ``since`` (None: all).
 
     The one query ``changes`` and ``check`` both run: inside a session, run once for both.
+    Without a filter, the runs' stored ``run_series`` rows are read and only the day
+    partitions of runs without them are opened (:func:`unstored_days`); with one, every
+    run's tables of day >= ``since``.
     """
     def compute() -> pl.DataFrame:
+        plain = kernel is None and category is None and module is None
         return src.sql(
             "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
             " module_prefix := $m)",
             {"s": since, "k": kernel, "c": category, "m": module}, since=since,
+            days=unstored_days(src, since=since) if plain else None,
         )
 
     return _memoized(src, ("series_values", since, kernel, category, module), compute)
+
+
+def unstored_days(src: Source, *, since: dt.date | None = None) -> set[dt.date]:
+    """The days (>= ``since``) of the visible runs without ``run_series`` rows.
+
+    The only partitions a history query over the stored series must open: a warehouse
+    whose runs all have them (every run ingested since the table exists, or after
+    ``tracewh migrate``) opens none.
+    """
+    def compute() -> set[dt.date]:
+        frame = src.sql(
+            "SELECT DISTINCT r.day FROM runs r WHERE r.run_id NOT IN (SELECT run_id FROM run_series)"
+            " AND ($s IS NULL OR r.day >= $s)", {"s": since}, days=set(),
+        )
+        return set(frame["day"].to_list())
+
+    return _memoized(src, ("unstored_days", since), compute)
 
 
 def _run_set(

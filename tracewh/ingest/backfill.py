@@ -1,4 +1,4 @@
-"""Store the fingerprints of runs ingested before the ``fingerprints`` table existed.
+"""Store the fingerprints (and history series) of runs ingested before their table existed.
 
 Such a run's ``runs.rows_json`` has no ``fingerprints`` entry and no ``fingerprints`` row
 carries its ``(run_id, ingest_id)`` (a newer run whose row was lost is treated alike: its
@@ -45,19 +45,20 @@ if TYPE_CHECKING:
 _RETRIES = 20
 _ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 
-#: The local lock of a backfill (see the module docstring).
+#: The local lock of a fingerprints backfill (see the module docstring).
 LOCK = "backfill-fingerprints"
 
 
-def _wanted(store: Store, rows: pa.Table, version: int) -> pa.Table:
-    """The rows still missing: their run visible with that ``ingest_id``, with no row yet."""
+def _wanted(store: Store, table: str, rows: pa.Table, version: int, *, unique: bool) -> pa.Table:
+    """The rows still missing: their run visible with that ``ingest_id``, with no row yet
+    (with ``unique``, the first row of each run only)."""
     import pyarrow as pa
 
     runs = store.read_table("runs", columns=["run_id", "ingest_id"])
     visible = set(zip(runs.column("run_id").to_pylist(), runs.column("ingest_id").to_pylist(),
                       strict=True))  # fmt: skip
     # read after runs: a run committed in between shows with its ingest-time row
-    have_t = store.read_table("fingerprints", columns=["run_id", "ingest_id"], version=version)
+    have_t = store.read_table(table, columns=["run_id", "ingest_id"], version=version)
     have = set(zip(have_t.column("run_id").to_pylist(), have_t.column("ingest_id").to_pylist(),
                    strict=True))  # fmt: skip
     keys = list(zip(rows.column("run_id").to_pylist(), rows.column("ingest_id").to_pylist(),
@@ -67,7 +68,7 @@ def _wanted(store: Store, rows: pa.Table, version: int) -> pa.Table:
     for k in keys:
         # ids are hex (run ids: the trace's hash, ingest ids: uuid4 hex): safe in a predicate
         ids_ok = all(isinstance(x, str) and _ID.match(x) for x in k)
-        mask.append(ids_ok and k in visible and k not in have and k not in seen)
+        mask.append(ids_ok and k in visible and k not in have and not (unique and k in seen))
         seen.add(k)
     return rows.filter(pa.array(mask, type=pa.bool_())) if keys else rows
 
@@ -88,26 +89,43 @@ def add_fingerprints(store: Store, rows: pa.Table) -> int:
         The rows committed: those whose run is still visible with the same ``ingest_id``
         and has no row yet (a concurrent backfill's rows are kept).
     """
+    return add_rows(store, "fingerprints", rows, unique=True)
+
+
+def add_rows(store: Store, table: str, rows: pa.Table, *, unique: bool = False) -> int:
+    """Commit backfilled rows of a derived run-child ``table`` (``fingerprints``, ``run_series``).
+
+    The rules of the module docstring, for any table whose rows a run gets once: only the
+    rows of runs still visible with the same ``ingest_id`` and holding no row of ``table``
+    yet are committed (every row of such a run, in one commit; with ``unique``, a run has
+    one row: only its first is kept).
+
+    Returns
+    -------
+    int
+        The rows committed.
+    """
     from deltalake import write_deltalake
     from deltalake.exceptions import CommitFailedError
 
-    spec = TABLES["fingerprints"]
+    spec = TABLES[table]
     if rows.num_rows == 0:
         return 0
     rows = rows.select(spec.schema.names).cast(spec.schema)
-    with store.lock("writers", shared=True), store.lock(LOCK):
+    with store.lock("writers", shared=True), store.lock(f"backfill-{table}"):
         for attempt in range(_RETRIES):
-            snapshot = store.table("fingerprints")
-            todo = _wanted(store, rows, snapshot.version())
+            snapshot = store.table(table)
+            todo = _wanted(store, table, rows, snapshot.version(), unique=unique)
             if todo.num_rows == 0:
                 return 0
-            pairs = zip(todo.column("run_id").to_pylist(), todo.column("ingest_id").to_pylist(),
-                        strict=True)  # fmt: skip
+            pairs = sorted(set(zip(todo.column("run_id").to_pylist(),
+                                   todo.column("ingest_id").to_pylist(), strict=True)))
             predicate = " OR ".join(f"(run_id = '{r}' AND ingest_id = '{i}')" for r, i in pairs)
             try:
                 write_deltalake(
                     snapshot, todo, mode="overwrite", predicate=predicate,
-                    partition_by=list(spec.partition_by), writer_properties=writer_properties(),
+                    partition_by=list(spec.partition_by) or None,
+                    writer_properties=writer_properties(),
                 )
                 return int(todo.num_rows)
             except CommitFailedError:

@@ -209,7 +209,7 @@ def _run_task(task: _Task) -> list[FileResult]:
     # a run committed first by a concurrent ingest (object stores) is "skipped" by ingest_file
     if task.store.remote:  # an object store: each file commits alone (conditional runs insert)
         return [ingest_file(task.store, Path(p), task.options) for p in task.paths]
-    batch = CommitBatch(task.store)
+    batch = CommitBatch(task.store, derive=task.options.derive)
     # tiny traces are linked and written together, once per group (tracewh.ingest.group)
     group = TinyGroup(task.store, task.options, batch) if task.options.group_tiny else None
     out: list[FileResult] = []
@@ -355,7 +355,7 @@ def ingest_paths(
     report.results = [by_path[p] for p in wanted] + missing
     if report.ingested or report.failed:
         # best effort: a concurrent compaction of the same files makes this one a no-op
-        for name in ("runs", "ingest_log"):
+        for name in ("runs", "run_series", "ingest_log"):
             # a local table's files are counted from its log first (no delta-rs for that)
             if store.remote or len(store.file_uris(name)) > COMPACT_ABOVE_FILES:
                 from tracewh.ingest.compaction import compact_table

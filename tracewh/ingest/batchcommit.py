@@ -16,7 +16,10 @@ never shows a partial one. Each ingest's locks (``writers`` shared, ``run-<id>``
 ``ingest-<id>``) are held until the flush, so a concurrent ingest of the same bytes
 waits for the commit and then finds the run; a lock another process holds makes the
 batch flush first (so it holds nothing while it waits: no two batches wait for each
-other). A file that changed since it was hashed (still being written) is checked
+other). Derived tables (``run_series``: each run's history series, see :mod:`tracewh.history.runseries`)
+are computed by the batch's ``derive`` hook from the batch's written child files and pending
+``runs`` rows, and committed with the child tables, before ``runs``: a reader sees a run with
+its series or neither. A file that changed since it was hashed (still being written) is checked
 again at the flush, before anything is committed (:func:`~tracewh.ingest.files.check_unchanged`):
 it fails alone, its written files removed. Batches are for local warehouses; on an object store every file commits
 alone (its ``runs`` insert is conditional, see :meth:`Store._insert_runs`).
@@ -25,9 +28,12 @@ alone (its ``runs`` insert is conditional, see :meth:`Store._insert_runs`).
 from __future__ import annotations
 
 import contextlib
+import json
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracewh.ingest.commit import commit_adds, remove_uncommitted
@@ -36,11 +42,14 @@ from tracewh.storage.deltalog import Add
 from tracewh.storage.store import Store
 
 if TYPE_CHECKING:
-    from tracewh.ingest.options import FileResult
+    from tracewh.ingest.options import Derive, FileResult
 
 #: A batch is flushed when it holds this many files or its first file is this old.
 MAX_FILES = 64
 MAX_SECONDS = 10.0
+
+#: The derived table the hook writes.
+DERIVED_TABLE = "run_series"
 
 
 @dataclass
@@ -75,6 +84,8 @@ class CommitBatch:
     before_flush: Callable[[], None] | None = None
     #: set by :meth:`abandon`: nothing of this batch is committed any more
     abandoned: bool = False
+    #: computes the batch's ``run_series`` file before anything is committed (None: none)
+    derive: Derive | None = None
 
     @property
     def run_ids(self) -> set[str]:
@@ -185,6 +196,7 @@ class CommitBatch:
         adds, self._adds = self._adds, {}
         rows, self._rows = self._rows, {}
         error: str | None = None
+        self._derive(adds, rows)
         try:
             for table, spec in tables().items():
                 if spec.run_child and adds.get(table):
@@ -230,6 +242,38 @@ class CommitBatch:
                     remove_uncommitted(self.store, table, [a.path for _, a in entries])
         finally:
             self._release()
+
+    def _derive(
+        self, adds: dict[str, list[tuple[str, Add]]], rows: dict[str, tuple[dict[str, Any], bool]]
+    ) -> None:
+        """Add the batch's ``run_series`` file to ``adds`` and its counts to the runs' rows.
+
+        Best effort: a run whose series could not be computed here (the hook failed) is
+        committed without, as one ingested before the table; its series are then
+        computed from its tables when read, and stored by ``tracewh migrate``.
+        """
+        if self.derive is None or not rows or self.store.remote:
+            return
+        files = {table: [f"{self.store.table_uri(table)}/{a.path}" for _, a in entries]
+                 for table, entries in adds.items()}  # fmt: skip
+        rel = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        out = Path(self.store.table_uri(DERIVED_TABLE)) / rel
+        try:
+            counts = dict(self.derive(out, files, [row for row, _ in rows.values()]))
+        except Exception:
+            out.unlink(missing_ok=True)
+            return
+        if not counts:
+            return
+        adds.setdefault(DERIVED_TABLE, []).append(("", Add(
+            path=rel, size=out.stat().st_size, partition_values={},
+            modification_time=int(time.time() * 1000),
+            stats=json.dumps({"numRecords": sum(counts.values())}),
+        )))  # fmt: skip
+        for row, _ in rows.values():
+            recorded = json.loads(row.get("rows_json") or "{}")
+            recorded[DERIVED_TABLE] = counts.get(str(row["run_id"]), 0)
+            row["rows_json"] = json.dumps(recorded)
 
     def close(self) -> list[FileResult]:
         """:meth:`flush` whatever is pending (the end of a batch of files); every result."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
+
+#: A commit batch's derive hook: (the file to write, the batch's child files by table, its
+#: pending ``runs`` rows) -> rows written per run_id (the API passes
+#: :func:`tracewh.history.runseries.write_series`; see :class:`~tracewh.ingest.batchcommit.CommitBatch`).
+Derive = Callable[[Path, Mapping[str, Sequence[str]], Sequence[Mapping[str, Any]]], Mapping[str, int]]
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,11 @@ class IngestOptions:
         In a batch of files, link and write the tiny traces together, once per group
         (:mod:`tracewh.ingest.group`: the same rows, a fraction of the statements);
         False: each file alone.
+    derive
+        Computes the ``run_series`` rows of a batch's runs before they are committed
+        (:class:`~tracewh.ingest.batchcommit.CommitBatch`; the API passes
+        :func:`tracewh.history.runseries.write_series`); ``None``: the runs are stored
+        without them (their series are then computed from their tables when read).
     """
 
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -90,6 +100,7 @@ class IngestOptions:
     threads: int = 2  # DuckDB threads of the linkage and writing (the batch lowers it per process)
     ingested_at: datetime | None = None
     group_tiny: bool = True  # link and write the tiny traces of a batch together
+    derive: Derive | None = None  # writes a batch's run_series file
 
     @classmethod
     def checked(cls, **options: Any) -> IngestOptions:

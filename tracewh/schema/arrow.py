@@ -349,6 +349,27 @@ FINGERPRINTS = pa.schema(
     ]
 )
 
+#: A run's value of every history series (``sql/92_run_series.sql``: step time, GPU idle
+#: fraction, time per step of each GPU op name, kernel, category and module, memory peaks),
+#: written at ingest with the run's tables so that history reads thousands of rows, not the
+#: runs' events. Not partitioned (a few hundred rows a run, one table read whole by history
+#: queries), its small files merged after each ingest as ``runs``'.
+RUN_SERIES = pa.schema(
+    [
+        *_RUN_KEY,  # day: a plain column here (the table is not partitioned)
+        pa.field("metric", pa.string()),  # op | kernel | category | module | step | idle | memory
+        pa.field("key", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("short_name", pa.string()),
+        pa.field("category", pa.string()),
+        pa.field("value", pa.float64()),  # ns per step (idle: fraction 0..1; memory: bytes)
+        pa.field("step_sd", pa.float64()),  # standard deviation across the run's steps, same unit
+        pa.field("n_steps", pa.int64()),
+        pa.field("calls", pa.int64()),  # op rows: GPU ops with a duration
+        pa.field("total_ns", pa.float64()),  # op, kernel, category, module: summed GPU time
+    ]
+)
+
 #: Slots of a fingerprint's MinHash signature.
 MINHASH_SLOTS = 128
 
@@ -418,6 +439,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("collectives", COLLECTIVES, ("day",), "one row per communication kernel"),
         TableSpec("threads", THREADS, ("day",), "one row per process/thread metadata (ph M)"),
         TableSpec("fingerprints", FINGERPRINTS, ("day",), "one row per run: its workload fingerprint"),
+        TableSpec("run_series", RUN_SERIES, (), "one row per (run, history series): its value"),
         TableSpec("ingest_log", INGEST_LOG, (), "one row per ingest attempt"),
     )
 }

@@ -16,6 +16,7 @@ __all__ = ["ADDED_COLUMNS", "ADDED_TABLES", "EVOLVED_PROPERTY", "SCHEMA_KEY"]
 #: the next time it is opened (:meth:`tracewh.storage.store.Store.require`).
 ADDED_TABLES: tuple[str, ...] = (
     "flow_args", "module_spans", "fingerprints", "annotation_spans", "graph_nodes", "collectives",
+    "run_series",
 )
 
 #: Columns added to existing tables after warehouses were first written (append-only): a

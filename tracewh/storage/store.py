@@ -91,7 +91,7 @@ def select_files(
 
     With ``days`` and/or ``since``, run-child tables keep only the files of
     those ``day`` partitions (and ``ingest_log`` none: per-run analyses never
-    read it); other tables keep every file.
+    read it); other tables, and run-child tables without partitions, keep every file.
     """
     restricted = days is not None or since is not None
     wanted = {d.isoformat() for d in days} if days is not None else None
@@ -105,8 +105,9 @@ def select_files(
         else:  # ISO dates compare as text in date order
             files[name] = [
                 path for path, day in entries
-                if day is not None and (wanted is None or day in wanted)
-                and (after is None or day >= after)
+                # a run-child table without partitions (run_series) is read whole
+                if day is None or ((wanted is None or day in wanted)
+                                   and (after is None or day >= after))
             ]
     return files
 
