@@ -19,7 +19,15 @@ alike; medians of ``--rounds``):
 * precision of ``changes``: each injected regression must come out as exactly one group
   whose run is within a night of its injection, and no other group may exist.
 
-``python -m bench.bench_fleet [--sizes 300,3000] [--rounds 3] [--root DIR] [--no-process]``
+With ``--migrated``, each warehouse is first copied to ``ROOT/wh-N-migrated`` and brought up
+to date there by ``tracewh migrate`` (timed once; the copy is reused): the warehouses are
+built by whichever tracewh ran the build (an older one: "existing warehouses"), and the
+migrated copies are what this tracewh reads after ``tracewh migrate``. ``--tracewh PATH``
+measures another installation's ``tracewh`` (e.g. ``/work/main/.venv/bin/tracewh``: the
+figures before a change), side by side with the same bare scan.
+
+``python -m bench.bench_fleet [--sizes 300,3000] [--rounds 3] [--root DIR] [--migrated]
+[--tracewh PATH] [--no-process] [--no-plans] [--no-precision]``
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from bench.fleet_build import REGRESSIONS, START, build, nights_of
 
 HERE = Path(__file__).resolve().parent
 TRACEWH = str(Path(sys.executable).with_name("tracewh"))
+_EXE: dict[str, str] = {"tracewh": TRACEWH}
 #: the plans checked for superlinear growth
 PLANS: dict[str, str] = {
     "series_values": "SELECT * FROM series_values()",
@@ -71,6 +80,7 @@ def _root(arg: str | None) -> Path:
 
 def commands(wh: Path, out: Path) -> dict[str, list[str]]:
     w = ["-w", str(wh)]
+    TRACEWH = _EXE["tracewh"]
     return {
         "changes": [TRACEWH, "changes", "--since", "all", *w, "--format", "json"],
         "check": [TRACEWH, "check", *w],
@@ -169,7 +179,11 @@ def precision(wh: Path, n_runs: int) -> bool:
         rows = ch.filter(ch["group"] == g)
         what = sorted({f"{m}:{k}" for m, k in zip(
             rows["metric"], rows["short_name"].fill_null(rows["key"]), strict=True)})
-        found.append((g, min(rows["day"].to_list()), str(rows["workload"][0]),
+        # a group's night: that of its earliest primary change (kernel, module, memory), else
+        # its earliest change (tracewh.history.changes)
+        prim = rows.filter(~rows["metric"].is_in(["step", "idle", "category"]))
+        found.append((g, min((prim if prim.height else rows)["day"].to_list()),
+                      str(rows["workload"][0]),
                       f"{rows.height} change(s) {', '.join(what)}"[:160]))
     matched: dict[int, int] = {}
     for i, inj in enumerate(REGRESSIONS):
@@ -187,6 +201,24 @@ def precision(wh: Path, n_runs: int) -> bool:
     return ok
 
 
+def migrated(root: Path, wh: Path) -> Path:
+    """``wh`` copied to ``<wh>-migrated`` and migrated by this tracewh (once; timed)."""
+    import shutil
+
+    out = wh.with_name(f"{wh.name}-migrated")
+    done = out / "MIGRATED"
+    if not done.exists():
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(wh, out)
+        got = measure([TRACEWH, "migrate", "-w", str(out)])
+        done.write_text(json.dumps(got) + "\n")
+    got = json.loads(done.read_text())
+    print(f"  {out.name}: tracewh migrate took {got['seconds']:.1f} s, peak RSS "
+          f"{got['rss_mb']:.0f} MB")  # fmt: skip
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_fleet")
     ap.add_argument("--sizes", default="300,3000")
@@ -195,10 +227,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--no-process", action="store_true")
     ap.add_argument("--no-plans", action="store_true")
     ap.add_argument("--no-precision", action="store_true")
+    ap.add_argument("--migrated", action="store_true")
+    ap.add_argument("--tracewh", default=TRACEWH)
     args = ap.parse_args(list(argv) if argv is not None else [])
     root = _root(args.root)
     root.mkdir(parents=True, exist_ok=True)
+    _EXE["tracewh"] = args.tracewh
     whs = {n: build(root, n) for n in (int(s) for s in args.sizes.split(","))}
+    if args.migrated:
+        whs = {n: migrated(root, wh) for n, wh in whs.items()}
     print(f"warehouses: {', '.join(str(p) for p in whs.values())}; injected: "
           + "; ".join(f"{r.model} {r.pattern} +{r.factor:.0%} at {r.at:.0%}" for r in REGRESSIONS))
     ok = True

@@ -64,7 +64,16 @@
 --   a kernel renamed by recompiles is one series) and kernel_pattern, a pattern on the op name or short_name, case-insensitive, a
 --   glob when it holds any of * ? [ and a substring otherwise; category_name an exact category
 --   (case-insensitive); both NULL: every GPU op; both set: ops matching both. run_steps for
---   the steps, run_gpu_summary for the idle fraction and the matched ops.
+--   the steps, run_gpu_summary for the idle fraction and the matched ops; for a run with
+--   stored series (`run_series`, 92_run_series.sql) the same values from its 'step', 'idle'
+--   and 'op' rows (the op rows match as the ops: name or short_name, category, key).
+--
+-- series_key_names(key_name, since := NULL)  (table macro)
+--   grain: one row per GPU op name whose kernel_key (kernel_keys_of, 07_kernel_keys.sql) is
+--          key_name, resolved over every op name of the runs of day >= since: the 'op' rows
+--          of `run_series` and the gpu_ops names of the runs without them (empty when
+--          key_name is NULL). What metric_history and run_gpu_summary match key_name with.
+--   columns: name
 
 CREATE OR REPLACE VIEW run_steps AS
 WITH w AS (
@@ -116,6 +125,25 @@ SELECT
 FROM g
 JOIN run_steps s ON s.run_id = g.run_id;
 
+CREATE OR REPLACE MACRO series_key_names(key_name, since := NULL) AS TABLE
+SELECT k.name
+FROM kernel_keys_of((
+    SELECT coalesce(list({'run_id': run_id, 'name': name}), [])
+    FROM (
+        SELECT s.run_id, s.name
+        FROM run_series s
+        WHERE key_name IS NOT NULL AND s.metric = 'op' AND s.name IS NOT NULL
+          AND (CAST(since AS DATE) IS NULL OR s.day >= CAST(since AS DATE))
+        UNION
+        SELECT DISTINCT run_id, name
+        FROM gpu_ops
+        WHERE key_name IS NOT NULL AND name IS NOT NULL
+          AND (CAST(since AS DATE) IS NULL OR day >= CAST(since AS DATE))
+          AND run_id NOT IN (SELECT run_id FROM run_series WHERE metric = 'step')
+    )
+)) k
+WHERE k.kernel_key = key_name;
+
 CREATE OR REPLACE MACRO run_gpu_summary(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL) AS TABLE
 WITH o AS (
     -- one scan of gpu_ops serves every column; the match is evaluated here, on the scanned
@@ -132,7 +160,7 @@ WITH o AS (
          END)
         AND (category_name IS NULL OR lower(category) = lower(category_name))
         AND (key_name IS NULL OR name IN (
-            SELECT k.name FROM kernel_keys k WHERE k.kernel_key = key_name)) AS matched,
+            SELECT name FROM series_key_names(key_name, since := since))) AS matched,
         name
     FROM gpu_ops
     WHERE dur_ns IS NOT NULL
@@ -233,19 +261,62 @@ JOIN run_steps s ON s.run_id = r.run_id
 LEFT JOIN run_gpu_summary() g ON g.run_id = r.run_id;
 
 CREATE OR REPLACE MACRO metric_history(kernel_pattern := NULL, category_name := NULL, since := NULL, key_name := NULL) AS TABLE
+WITH st AS (
+    SELECT s.run_id, s.metric, s.name, s.value, s.n_steps, s.calls, s.total_ns,
+           s.metric = 'op'
+           AND (kernel_pattern IS NULL OR CASE
+                WHEN regexp_matches(kernel_pattern, '[*?\[]')
+                    THEN lower(s.name) GLOB lower(kernel_pattern)
+                        OR lower(s.short_name) GLOB lower(kernel_pattern)
+                ELSE contains(lower(s.name), lower(kernel_pattern))
+                    OR contains(lower(s.short_name), lower(kernel_pattern))
+               END)
+           AND (category_name IS NULL OR lower(s.category) = lower(category_name))
+           AND (key_name IS NULL OR s.name IN (
+               SELECT name FROM series_key_names(key_name, since := since))) AS matched
+    FROM run_series s
+    WHERE s.metric IN ('op', 'step', 'idle')
+      AND (CAST(since AS DATE) IS NULL OR s.day >= CAST(since AS DATE))
+),
+stored AS (
+    SELECT run_id,
+           any_value(n_steps) FILTER (WHERE metric = 'step') AS n_steps,
+           any_value(value) FILTER (WHERE metric = 'step') AS step_ns,
+           any_value(value) FILTER (WHERE metric = 'idle') AS gpu_idle_fraction,
+           CASE WHEN key_name IS NOT NULL
+                THEN CAST(bool_or(matched) FILTER (WHERE metric = 'op') AS BIGINT)
+                ELSE count(DISTINCT name) FILTER (WHERE matched) END AS kernels,
+           CAST(sum(calls) FILTER (WHERE matched) AS BIGINT) AS calls,
+           CAST(sum(total_ns) FILTER (WHERE matched) AS BIGINT) AS total_ns
+    FROM st
+    GROUP BY run_id
+    HAVING count(*) FILTER (WHERE metric = 'step') > 0
+),
+computed AS (
+    SELECT r.run_id, s.n_steps, s.step_ns, g.gpu_idle_fraction, g.kernels, g.calls, g.total_ns
+    FROM runs r
+    JOIN run_steps s ON s.run_id = r.run_id
+    LEFT JOIN run_gpu_summary(
+        kernel_pattern := kernel_pattern, category_name := category_name, since := since,
+        key_name := key_name
+    ) g ON g.run_id = r.run_id
+    WHERE (CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE))
+      AND r.run_id NOT IN (SELECT run_id FROM stored)
+),
+v AS (
+    SELECT * FROM stored
+    UNION ALL
+    SELECT * FROM computed
+)
 SELECT
-    r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, s.n_steps, s.step_ns,
-    g.gpu_idle_fraction,
-    coalesce(g.kernels, 0) AS kernels,
-    coalesce(g.calls, 0) AS calls,
-    coalesce(g.calls, 0) / s.step_divisor AS calls_per_step,
-    coalesce(g.total_ns, 0) / s.step_divisor AS time_per_step_ns,
-    g.total_ns / nullif(g.calls, 0) AS mean_ns
+    r.day, r.start_ns, r.run_id, r.job, r.rank, r.labels_json, v.n_steps, v.step_ns,
+    v.gpu_idle_fraction,
+    coalesce(v.kernels, 0) AS kernels,
+    coalesce(v.calls, 0) AS calls,
+    coalesce(v.calls, 0) / greatest(v.n_steps, 1) AS calls_per_step,
+    coalesce(v.total_ns, 0) / greatest(v.n_steps, 1) AS time_per_step_ns,
+    v.total_ns / nullif(v.calls, 0) AS mean_ns
 FROM runs r
-JOIN run_steps s ON s.run_id = r.run_id
-LEFT JOIN run_gpu_summary(
-    kernel_pattern := kernel_pattern, category_name := category_name, since := since,
-    key_name := key_name
-) g ON g.run_id = r.run_id
+JOIN v ON v.run_id = r.run_id
 WHERE CAST(since AS DATE) IS NULL OR r.day >= CAST(since AS DATE)
 ORDER BY r.start_ns, r.rank, r.run_id;

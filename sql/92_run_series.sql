@@ -7,7 +7,8 @@
 --          all); with skip_stored, the runs that already have `run_series` rows are left out.
 --   columns: run_id, metric, key, name, short_name, category, value, step_sd, n_steps, calls,
 --            total_ns
---   metric 'op': one row per GPU op name the run holds, whatever the filters: name,
+--   metric 'op': one row per GPU op name the run holds (NULL names: one row, key NULL),
+--            whatever the filters: name,
 --            short_name and category of its ops (the most-timed when several), calls (its ops
 --            with a duration), total_ns (their summed duration, ns), value (total_ns /
 --            step_divisor, ns per step); key = name. What metric_history matches patterns on
@@ -108,7 +109,6 @@ ops AS (
            arg_max(category, total_ns) AS category,
            sum(calls) AS calls, sum(total_ns) AS total_ns
     FROM by_name
-    WHERE name IS NOT NULL
     GROUP BY run_id, name
 )
 SELECT

@@ -23,6 +23,7 @@ from tracewh.query.methods import QueryMethods
 from tracewh.query.runs import LATEST_FIRST
 from tracewh.query.runsel import RunFilter, RunRef, RunSelector
 from tracewh.query.session import Session
+from tracewh.query.settings import DEFAULT_MEMORY_LIMIT, QuerySettings
 from tracewh.storage.store import Store
 
 # Polars, the ingest pipeline (pyarrow, deltalake), history, changes and check are imported
@@ -52,13 +53,24 @@ class Warehouse(QueryMethods):
     storage_options
         Object-store settings (``aws_endpoint_url``, ``aws_region``, credentials...) for
         delta-rs, Polars and DuckDB's file system; empty: the standard ``AWS_*`` environment.
+    memory_limit
+        DuckDB's memory limit for this warehouse's queries (``"2GB"``, ``"512MiB"``); a query
+        needing more spills to disk (:mod:`tracewh.query.settings`).
+    temp_directory
+        Where the private spill folders are made (default: the system's temporary folder);
+        each is this process's alone and removed afterwards.
     """
 
-    def __init__(self, root: str | Path, *, storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, root: str | Path, *, storage_options: Mapping[str, str] | None = None,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_directory: str | Path | None = None,
+    ) -> None:
         self.store = Store(root, storage_options=dict(storage_options or {}))
         self.root: Path | str = self.store.root
+        #: DuckDB's memory limit and spill folder of every connection (query.settings).
+        self.settings = QuerySettings(memory_limit, temp_directory)
         #: The query layer: connections, snapshots and sessions of this warehouse.
-        self.catalog = Session(self.store)
+        self.catalog = Session(self.store, settings=self.settings)
 
     def __repr__(self) -> str:
         return f"Warehouse({str(self.root)!r})"

@@ -5,6 +5,8 @@ This package is the only place that prints or chooses exit codes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from tracewh.cli import (
@@ -23,8 +25,9 @@ from tracewh.cli import (
     schema_cmd,
     synth_cmd,
 )
-from tracewh.cli.common import app, apply_metavars
+from tracewh.cli.common import app, apply_metavars, handle_errors
 from tracewh.cli.conventions import finish, version_callback
+from tracewh.query.settings import DEFAULT_MEMORY_LIMIT, QuerySettings
 
 __all__ = [
     "analysis_cmds", "app", "attribution_cmds", "capture_cmd", "changes_cmds", "collectives_cmd", "critical_path_cmd", "history_cmds",
@@ -35,13 +38,18 @@ __all__ = [
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=version_callback, help="Print the version and exit."),
+    memory_limit: str = typer.Option(DEFAULT_MEMORY_LIMIT, "--memory-limit", envvar="TRACEWH_MEMORY_LIMIT", metavar="SIZE", help="DuckDB memory limit of the queries (e.g. 2GB, 512MiB); beyond it they spill to a private temporary folder."),
+    temp_dir: Path | None = typer.Option(None, "--temp-dir", envvar="TRACEWH_TEMP_DIR", metavar="PATH", help="Where the queries' private spill folder is made (default: the system's temporary folder); it is removed afterwards."),
 ) -> None:
     """A columnar trace warehouse for GPU profiler (Kineto / torch.profiler) traces.
 
     Ingest traces into a warehouse, analyse one run, attribute GPU time to code, track runs
     over time. `tracewh COMMAND --help` shows a command's options and examples.
     """
+    with handle_errors():
+        ctx.obj = QuerySettings(memory_limit, temp_dir)
 
 
 @app.command()

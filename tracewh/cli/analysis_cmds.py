@@ -21,6 +21,7 @@ from tracewh.cli.common import (
     format_option,
     graph_notes,
     handle_errors,
+    open_warehouse,
     out_option,
     run_option,
     selector,
@@ -60,7 +61,7 @@ def _run(
     frame.
     """
     check_format(fmt)
-    wh = Warehouse(warehouse)
+    wh = open_warehouse(warehouse)
     rel = wh.macro_relation(call.name, selector(run), **call.params)
     ref, data = rel.fetch("rows" if fmt in ("table", "markdown") and out is None else "polars")
     return wh, ref, data
@@ -130,7 +131,7 @@ def sql_cmd(
             memory=None if memory_limit.strip().lower() in ("", "none") else memory_limit,
             spill=None if spill_limit.strip().lower() in ("", "none") else spill_limit,
         )
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         rel = wh.relation(query, unrestricted=unrestricted, limits=limits)
         df = rel.rows() if fmt in ("table", "markdown") and out is None else rel.pl()
         show(df, fmt, title="sql", top=top, out=out, empty=_sql_hint(query) if _empty(df) else None)
@@ -369,7 +370,7 @@ def ranks(
     """
     with handle_errors():
         check_format(fmt)
-        result = results.ranks(Warehouse(warehouse), run=selector(run) if run else None, job=job,
+        result = results.ranks(open_warehouse(warehouse), run=selector(run) if run else None, job=job,
                                view=view)
         ref, ids, df = result.run, result.run_ids, result.frame
         what = f"job {job!r}" if job is not None else "the job instance of this run"

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
     format_option,
     graph_notes,
     handle_errors,
+    open_warehouse,
     out_option,
     run_option,
     selector,
@@ -74,7 +74,7 @@ def modules(
     """
     with handle_errors():
         check_format(fmt)
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run))
         df = wh.modules(ref, depth=depth, top=top or None)
         _emit_tree(df, fmt, out, title="GPU time by module", column="module_path",
@@ -102,7 +102,7 @@ def annotations_cmd(
     """
     with handle_errors():
         check_format(fmt)
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run))
         df = wh.annotations(ref, gpu=gpu, depth=depth, top=top or None)
         _emit_tree(df, fmt, out, title="GPU time by annotation" + (" (GPU side)" if gpu else ""),

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from tracewh import results
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
     format_option,
     handle_errors,
+    open_warehouse,
     out_option,
     parse_pairs,
     run_option,
@@ -143,7 +143,7 @@ def changes(
         check_format(fmt, ("text", "table", "csv", "json"))
         mc = 0.0 if min_change.strip() in ("0", "0%") else parse_threshold(min_change)
         result = results.changes(
-            Warehouse(warehouse), run=run, top=top, since=since, kernel=kernel,
+            open_warehouse(warehouse), run=run, top=top, since=since, kernel=kernel,
             category=category, module=module, op=op, where=parse_pairs(where), alpha=alpha,
             min_change=mc, min_ms=min_ms, include_unusable=include_unusable,
         )  # fmt: skip

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
     check_top,
     format_option,
     handle_errors,
+    open_warehouse,
     out_option,
     top_option,
     warehouse_option,
@@ -52,7 +52,7 @@ def collectives(
     with handle_errors():
         check_format(fmt)
         check_top(top)
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ids = wh.job_runs(runs or [])
         df = wh.collectives(ids, by=by, link=link, link_peak_gbps=link_peak_gbps)
         shown = df.select([c for c in TABLE_COLUMNS[by] if c in df.columns]) if fmt in ("table", "markdown") else df

@@ -16,7 +16,7 @@ same way, with the same help and the same metavars (``PATH``, ``SEL``, ``N``, ``
         out: Path | None = out_option(),
     ) -> None:
         with handle_errors():
-            wh = Warehouse(warehouse)
+            wh = open_warehouse(warehouse)
             ref = wh.resolve_run(selector(run))
             show(wh.kernels(ref), fmt, title="kernels by total", run=ref, top=top, out=out)
 
@@ -48,6 +48,9 @@ except ImportError:  # an older Typer: Click itself
 from tracewh.core.errors import TracewhError, UsageError
 from tracewh.core.stopping import stop_on_signals
 from tracewh.core.textsafe import escape_control
+
+if typing.TYPE_CHECKING:
+    from tracewh.api import Warehouse
 
 
 class _Group(TyperGroup):
@@ -132,6 +135,26 @@ def graph_notes(wh: Any, ref: Any) -> list[str]:
 
     note = match_note(wh.graph_match(ref))
     return [note] if note else []
+
+
+def open_warehouse(warehouse: str, **kwargs: Any) -> Warehouse:
+    """The :class:`~tracewh.api.Warehouse` of ``-w``, under the global ``--memory-limit`` and
+    ``--temp-dir`` (the :class:`~tracewh.query.settings.QuerySettings` tracewh's callback
+    keeps in the root context)."""
+    from tracewh.api import Warehouse
+    from tracewh.query.settings import QuerySettings
+
+    try:  # Typer 0.2x carries its own copy of click; older ones use click's
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - depends on the Typer installed
+        from click import get_current_context  # type: ignore[no-redef]
+
+    ctx = get_current_context(silent=True)
+    settings = ctx.find_root().obj if ctx is not None else None
+    if isinstance(settings, QuerySettings):
+        kwargs.setdefault("memory_limit", settings.memory_limit)
+        kwargs.setdefault("temp_directory", settings.temp_directory)
+    return Warehouse(warehouse, **kwargs)
 
 
 def warehouse_option() -> Any:

@@ -8,13 +8,13 @@ from typing import Any
 
 import typer
 
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
     check_top,
     format_option,
     handle_errors,
+    open_warehouse,
     out_option,
     parse_pairs,
     run_option,
@@ -56,7 +56,7 @@ def critical_path(
             from tracewh.core.errors import UsageError
 
             raise UsageError(f"--by must be bound, step, edge or run, not {by!r}")
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         if by == "run":
             df = wh.critical_path_history(where=parse_pairs(where), step_index=step_index,
                                           data_loading=tuple(data_loading or ()))

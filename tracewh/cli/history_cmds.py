@@ -21,6 +21,7 @@ from tracewh.cli.common import (
     check_format,
     format_option,
     handle_errors,
+    open_warehouse,
     out_option,
     parse_pairs,
     run_option,
@@ -74,7 +75,7 @@ def diff(
     """
     with handle_errors():
         check_format(fmt)
-        result = results.diff(Warehouse(warehouse), a, b, level=level, tolerance=tolerance / 100.0)
+        result = results.diff(open_warehouse(warehouse), a, b, level=level, tolerance=tolerance / 100.0)
         ra, rb, groups, runs = result.a, result.b, result.groups, result.runs
         if fmt == "json":
             if out is not None:
@@ -134,7 +135,7 @@ def history(
     """
     with handle_errors():
         check_format(fmt)
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         filters = _where(where)
         empty = "no run" + (f" matches {filters}" if filters else "") + (f" since {since}" if since else "")
         result = results.history(wh, kernel=kernel, category=category, op=op,
@@ -329,7 +330,7 @@ def check(
     """
     with handle_errors():
         check_format(fmt, ("text", "markdown", "json"))
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run))
         if selection_note(ref):
             typer.echo(f"note: {selection_note(ref)}", err=True)

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
     format_option,
     handle_errors,
+    open_warehouse,
     parse_pairs,
     top_option,
     warehouse_option,
@@ -159,7 +159,7 @@ def ingest(
         if any("=" not in o or not o.partition("=")[0].strip() for o in storage_option or []):
             raise UsageError("--storage-option must be KEY=VALUE")
         options = dict(o.split("=", 1) for o in storage_option or [])
-        wh = Warehouse(warehouse, storage_options=options)
+        wh = open_warehouse(warehouse, storage_options=options)
         console = Console(stderr=True, highlight=False)
         show_progress = fmt == "text" and sys.stderr.isatty()
         files, _ = discover(paths)
@@ -251,7 +251,7 @@ def runs(
     """
     with handle_errors():
         check_format(fmt)
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         filters = parse_pairs(where)
         df = wh.runs(where=filters)
         empty = None
@@ -282,7 +282,7 @@ def verify(
     Example: tracewh verify -w warehouse
     """
     with handle_errors():
-        report = Warehouse(warehouse).verify()
+        report = open_warehouse(warehouse).verify()
         if fmt == "json":
             typer.echo(json.dumps(report.to_dict(), indent=2))
         else:
@@ -312,7 +312,7 @@ def migrate(
     with handle_errors():
         if fmt not in ("text", "json"):
             raise UsageError(f"--format must be text or json, not {fmt!r}")
-        report = Warehouse(warehouse).migrate()
+        report = open_warehouse(warehouse).migrate()
         if fmt == "json":
             typer.echo(json.dumps(report.to_dict(), indent=2))
             return
@@ -341,7 +341,7 @@ def compact(
     with handle_errors():
         if fmt not in ("text", "json"):
             raise UsageError(f"--format must be text or json, not {fmt!r}")
-        report = Warehouse(warehouse).compact(retain_hours=retain_hours)
+        report = open_warehouse(warehouse).compact(retain_hours=retain_hours)
         if fmt == "json":
             typer.echo(json.dumps(report.to_dict(), indent=2))
             return

@@ -7,12 +7,12 @@ from pathlib import Path
 import typer
 
 from tracewh.analysis.memory import VIEWS
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
     format_option,
     handle_errors,
+    open_warehouse,
     out_option,
     run_option,
     selector,
@@ -60,7 +60,7 @@ def memory(
     """
     with handle_errors():
         check_format(fmt)
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run))
         df = wh.memory(ref, view=view, device=device, top=top or None, buckets=buckets)
         empty = _EMPTY.get(view, _EMPTY["summary"])

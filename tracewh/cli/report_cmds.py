@@ -15,6 +15,7 @@ from tracewh.cli.common import (
     check_format,
     format_option,
     handle_errors,
+    open_warehouse,
     run_option,
     selector,
     warehouse_option,
@@ -53,7 +54,7 @@ def report(
         if level not in LEVELS:
             raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
         # one snapshot and one connection for every query of the report(s)
-        with Warehouse(warehouse).session() as wh:
+        with open_warehouse(warehouse).session() as wh:
             _report(wh, out=out, site=site, run=run, compare=compare, since=since,
                     limit=limit, level=level)
 
@@ -136,7 +137,7 @@ def export(
             streams=stream_set,
             cats=frozenset(cats) if cats else None,
         )
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run_arg, run))
         if selection_note(ref):
             note(selection_note(ref) or "")
@@ -172,7 +173,7 @@ def flame(
                              default="folded", command="flame")
         if fmt not in FLAME_FORMATS:
             raise UsageError(f"--file-format must be one of {', '.join(FLAME_FORMATS)}, not {fmt!r}")
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run_arg, run))
         if selection_note(ref):
             note(selection_note(ref) or "")

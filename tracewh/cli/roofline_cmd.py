@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tracewh.api import Warehouse
 from tracewh.cli.common import (
     app,
     check_format,
@@ -15,6 +14,7 @@ from tracewh.cli.common import (
     format_option,
     graph_notes,
     handle_errors,
+    open_warehouse,
     out_option,
     run_option,
     selector,
@@ -71,7 +71,7 @@ def roofline(
         from tracewh.analysis.roofline import parse_peak_tflops
 
         peaks: PeakTflops | None = parse_peak_tflops(peak_tflops) if peak_tflops is not None else None
-        wh = Warehouse(warehouse)
+        wh = open_warehouse(warehouse)
         ref = wh.resolve_run(selector(run))
         df = wh.roofline(ref.run_id, op=op, peak_tflops=peaks, peak_tbs=peak_tbs)
         title = _title(df)

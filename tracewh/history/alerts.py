@@ -21,6 +21,7 @@ from tracewh.core.errors import UsageError
 from tracewh.history.changepoint import DEFAULT_ALPHA
 from tracewh.history.changes import (
     CHANGE_SCHEMA,
+    DERIVED,
     DetectOptions,
     find_changes,
     group_changes,
@@ -28,6 +29,7 @@ from tracewh.history.changes import (
 )
 from tracewh.history.health import unusable_runs
 from tracewh.history.options import ChangesOptions
+from tracewh.history.runseries import unstored_days
 from tracewh.history.series import parse_since
 from tracewh.history.workload import (
     DEFAULT_KEYS,
@@ -86,7 +88,7 @@ def series_values(
 
     The one query ``changes`` and ``check`` both run: inside a session, run once for both.
     Without a filter, the runs' stored ``run_series`` rows are read and only the day
-    partitions of runs without them are opened (:func:`unstored_days`); with one, every
+    partitions of runs without them are opened (:func:`~tracewh.history.runseries.unstored_days`); with one, every
     run's tables of day >= ``since``.
     """
     def compute() -> pl.DataFrame:
@@ -95,27 +97,11 @@ def series_values(
             "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
             " module_prefix := $m)",
             {"s": since, "k": kernel, "c": category, "m": module}, since=since,
-            days=unstored_days(src, since=since) if plain else None,
+            days=_memoized(src, ("unstored_days", since),
+                                lambda: unstored_days(src, since=since)) if plain else None,
         )
 
     return _memoized(src, ("series_values", since, kernel, category, module), compute)
-
-
-def unstored_days(src: Source, *, since: dt.date | None = None) -> set[dt.date]:
-    """The days (>= ``since``) of the visible runs without ``run_series`` rows.
-
-    The only partitions a history query over the stored series must open: a warehouse
-    whose runs all have them (every run ingested since the table exists, or after
-    ``tracewh migrate``) opens none.
-    """
-    def compute() -> set[dt.date]:
-        frame = src.sql(
-            "SELECT DISTINCT r.day FROM runs r WHERE r.run_id NOT IN (SELECT run_id FROM run_series)"
-            " AND ($s IS NULL OR r.day >= $s)", {"s": since}, days=set(),
-        )
-        return set(frame["day"].to_list())
-
-    return _memoized(src, ("unstored_days", since), compute)
 
 
 def _run_set(
@@ -326,7 +312,13 @@ def changes(
     opts = DetectOptions(alpha=alpha, min_change=min_change, min_value=min_ms * 1e6,
                          floor=floor_ms * 1e6)  # fmt: skip
     found = find_changes(runs, values, options=opts)
-    grouped = group_changes(found, runs)
+    tested = (
+        values.filter(pl.col("metric").is_in(list(DERIVED)))
+        .join(runs.select("run_id", "series", "workload"), on="run_id")
+        .group_by("workload").agg(pl.struct("series", "metric", "key").n_unique().alias("n"))
+    )  # fmt: skip
+    grouped = group_changes(found, runs, alpha=alpha, derived_tests={
+        str(w): int(n) for w, n in tested.iter_rows()})  # fmt: skip
     n_series = values.join(runs.select("run_id", "series"), on="run_id").select(
         "series", "metric", "key").n_unique()  # fmt: skip
     return ChangesReport(_decorate(grouped, runs), n_series, runs.height,

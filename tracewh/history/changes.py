@@ -11,10 +11,22 @@ Reported: a change point whose relative change is at least ``min_change`` and wh
 absolute change is at least ``floor`` (in the series' unit); time series whose largest
 value stays under ``min_value`` are not analysed.
 
-**Alert groups.** Changes whose first run after the change belongs to the same job instance
-(the ranks of one job, :func:`tracewh.history.workload.assign_workloads`) form one group:
-one cause (a framework upgrade that slows five GEMMs on every rank) is one alert. Groups
-are numbered from the most recent; within a group, changes are ordered by their absolute
+**Alert groups.** One cause (a framework upgrade that slows five GEMMs on every rank) is
+one alert, wherever each series happened to place it. *Primary* changes (kernels, modules,
+memory, operators) of one workload whose first runs lie within ``tolerance_ns`` (3 days by
+default) of each other, on any rank, form one group (single linkage in time). A change of
+a *derived* series (step time, GPU idle fraction, a category: totals that sum up the
+kernels) joins the group of its workload whose primaries lie nearest, if within the
+tolerance: it is the same regression seen diluted. A derived change that no primary
+explains is kept only if it is large and certain on its own: at least
+``derived_min_effect`` times the noise of its series (the step-to-step and night-to-night
+noise the test used) and significant after a Bonferroni correction over the derived series
+tested in its workload (``p_value <= alpha / n``); kept, such changes group among
+themselves by the same rule. With thousands of runs a diluted change becomes
+"significant" (p down to 1e-70) at a fraction of its series' noise, its location drifting
+by nights from rank to rank; the effect-size rule is what keeps it from being an alert of
+its own. Groups are numbered from the most recent (a group's time: its earliest primary
+change, else its earliest change); within a group, changes are ordered by their absolute
 change per step, largest first (step and idle metrics, which sum up the others, lead).
 
 Pure: Polars frames in, Polars frames out.
@@ -42,6 +54,13 @@ ZERO_FILLED = frozenset({"category", "kernel", "module"})
 #: Metrics where higher is better (a throughput: achieved TFLOP/s of an operator,
 #: sql/94_op_series.sql): for them a drop is the regression.
 HIGHER_IS_BETTER = frozenset({"op_tflops"})
+#: Metrics that sum up others (a kernel's change shows in them, diluted): grouped with the
+#: primary change they accompany, alone only when large and certain (see the docstring).
+DERIVED = frozenset({"step", "idle", "category"})
+#: Changes of one workload this close in time are one alert (ns: 3 days).
+DEFAULT_TOLERANCE_NS = 3 * 86_400 * 10**9
+#: A derived change no primary explains must be at least this many noise deviations.
+DEFAULT_DERIVED_MIN_EFFECT = 3.0
 _METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5,
                  "op_tflops": 6}  # fmt: skip
 
@@ -168,35 +187,61 @@ def _one(
     return out
 
 
-def group_changes(changes: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
-    """Number the alert groups of ``changes``: one per job instance of the first run after.
+def group_changes(
+    changes: pl.DataFrame,
+    runs: pl.DataFrame,
+    *,
+    tolerance_ns: int = DEFAULT_TOLERANCE_NS,
+    derived_min_effect: float = DEFAULT_DERIVED_MIN_EFFECT,
+    alpha: float = DEFAULT_ALPHA,
+    derived_tests: dict[str, int] | None = None,
+) -> pl.DataFrame:
+    """Number the alert groups of ``changes`` (see the module docstring).
 
     Parameters
     ----------
     changes
         :func:`find_changes` rows.
     runs
-        ``run_id``, ``instance``, ``start_ns`` of the runs.
+        ``run_id``, ``workload``, ``start_ns`` of the runs.
+    tolerance_ns
+        Changes of one workload at most this far apart (first runs' starts) are one group.
+    derived_min_effect
+        Least ``|change| / noise`` of a derived change no primary change explains.
+    alpha
+        Significance before the correction over the derived series.
+    derived_tests
+        Derived series analysed per workload (the Bonferroni ``n``; absent: 1).
 
     Returns
     -------
     polars.DataFrame
-        ``changes`` with ``group`` (1 = the most recent group), ``group_size`` and
-        ``group_rank`` (1 = the largest contributor), in group then rank order.
+        ``changes`` (less the unexplained derived changes below the bar) with ``group``
+        (1 = the most recent group), ``group_size`` and ``group_rank`` (1 = the largest
+        contributor), in group then rank order.
     """
     if changes.is_empty():
         return changes.with_columns(
             pl.lit(None, pl.Int64).alias("group"), pl.lit(None, pl.Int64).alias("group_size"),
             pl.lit(None, pl.Int64).alias("group_rank"),
         )  # fmt: skip
-    c = changes.join(runs.select("run_id", "instance", "start_ns"), on="run_id", how="left")
+    c = changes.join(runs.select("run_id", "workload", "start_ns"), on="run_id", how="left")
+    c = c.with_row_index("_i").with_columns(pl.col("workload").fill_null(""))
+    gid = _assign_groups(c, tolerance_ns, derived_min_effect, alpha, derived_tests or {})
+    c = c.with_columns(pl.Series("_g", [gid.get(i) for i in c["_i"].to_list()], dtype=pl.Int64))
+    c = c.filter(pl.col("_g").is_not_null())
+    if c.is_empty():
+        return group_changes(changes.clear(), runs)
+    starts = c.group_by("_g").agg(
+        pl.col("start_ns").filter(~pl.col("metric").is_in(list(DERIVED))).min().alias("_p"),
+        pl.col("start_ns").min().alias("_a"),
+    ).with_columns(pl.coalesce("_p", "_a").alias("g_start"))
     firsts = (
-        c.group_by("instance").agg(pl.col("start_ns").min().alias("g_start"))
-        .sort(["g_start", "instance"], descending=[True, False])
+        starts.sort(["g_start", "_g"], descending=[True, False])
         .with_row_index("group", offset=1)
         .with_columns(pl.col("group").cast(pl.Int64))
     )
-    c = c.join(firsts.select("instance", "group"), on="instance", how="left")
+    c = c.join(firsts.select("_g", "group"), on="_g", how="left")
     c = c.with_columns(
         pl.col("metric").replace_strict(_METRIC_ORDER, default=9).alias("_m"),
         pl.when(pl.col("metric") == "idle").then(None).otherwise(pl.col("delta").abs())
@@ -208,4 +253,58 @@ def group_changes(changes: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
         pl.len().over("group").cast(pl.Int64).alias("group_size"),
         pl.int_range(1, pl.len() + 1).over("group").cast(pl.Int64).alias("group_rank"),
     )
-    return c.drop("_m", "_impact", "instance", "start_ns")
+    return c.drop("_m", "_impact", "_g", "_i", "workload", "start_ns")
+
+
+def _clusters(items: list[tuple[int, int]], tolerance: int) -> list[list[tuple[int, int]]]:
+    """(start, index) pairs in single-linkage clusters: a gap over ``tolerance`` splits."""
+    out: list[list[tuple[int, int]]] = []
+    for item in sorted(items):
+        if out and item[0] - out[-1][-1][0] <= tolerance:
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
+
+
+def _assign_groups(
+    c: pl.DataFrame, tolerance: int, min_effect: float, alpha: float, tests: dict[str, int]
+) -> dict[int, int]:
+    """Row index -> group id: primaries clustered per workload, derived attached or kept alone."""
+    gid: dict[int, int] = {}
+    next_id = 0
+    rows = c.select("_i", "workload", "metric", "start_ns", "change_pct", "noise_pct",
+                    "p_value").iter_rows()  # fmt: skip
+    primary: dict[str, list[tuple[int, int]]] = {}
+    derived: dict[str, list[tuple[int, int, float | None, float | None, float | None]]] = {}
+    for i, wl, metric, start, pct, noise, p in rows:
+        t = int(start) if start is not None else 0
+        if metric in DERIVED:
+            derived.setdefault(wl, []).append((t, i, pct, noise, p))
+        else:
+            primary.setdefault(wl, []).append((t, i))
+    spans: dict[str, list[tuple[int, int, int]]] = {}  # workload -> (first, last, group id)
+    for wl, items in primary.items():
+        for cluster in _clusters(items, tolerance):
+            next_id += 1
+            spans.setdefault(wl, []).append((cluster[0][0], cluster[-1][0], next_id))
+            gid.update({i: next_id for _, i in cluster})
+    alone: dict[str, list[tuple[int, int]]] = {}
+    for wl, ditems in derived.items():
+        n = max(1, tests.get(wl, 1))
+        for t, i, pct, noise, p in ditems:
+            near = min(
+                ((max(lo - t, t - hi, 0), g) for lo, hi, g in spans.get(wl, [])), default=None
+            )
+            if near is not None and near[0] <= tolerance:
+                gid[i] = near[1]
+                continue
+            big = pct is None or noise is None or noise <= 0 or abs(pct) >= min_effect * noise
+            sure = p is None or p <= alpha / n
+            if big and sure:
+                alone.setdefault(wl, []).append((t, i))
+    for items in alone.values():
+        for cluster in _clusters(items, tolerance):
+            next_id += 1
+            gid.update({i: next_id for _, i in cluster})
+    return gid

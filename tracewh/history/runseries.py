@@ -134,6 +134,20 @@ def missing_runs(src: Any) -> list[tuple[str, date]]:
     return list(zip(frame["run_id"].to_list(), frame["day"].to_list(), strict=True))
 
 
+def unstored_days(src: Any, *, since: date | None = None) -> set[date]:
+    """The days (>= ``since``) of the visible runs of ``src`` without ``run_series`` rows.
+
+    The only partitions a history query over the stored series must open: a warehouse
+    whose runs all have them (every run ingested since the table exists, or after
+    ``tracewh migrate``) opens none.
+    """
+    frame: pl.DataFrame = src.sql(
+        "SELECT DISTINCT r.day FROM runs r WHERE r.run_id NOT IN (SELECT run_id FROM run_series)"
+        " AND ($s IS NULL OR r.day >= $s)", {"s": since}, days=set(),
+    )
+    return set(frame["day"].to_list())
+
+
 def day_chunks(runs: Sequence[tuple[str, date]], size: int) -> list[list[tuple[str, date]]]:
     """``runs`` (ordered by day) in chunks of whole days, each of about ``size`` runs."""
     out: list[list[tuple[str, date]]] = []

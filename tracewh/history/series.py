@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from tracewh.core.errors import UsageError
+from tracewh.history.runseries import unstored_days
 from tracewh.query.macros import DIFF_LEVELS
 from tracewh.query.runsel import RunSelector, Source, parse_since, where_clause
 
@@ -142,12 +143,13 @@ def history(
     first = window_start(wh, since, today=today)
     clauses, params = where_clause(where or {})
     # a run's child rows lie in its own day partition: the partitions before `first` hold
-    # no row of a run metric_history keeps, so the connection leaves them out
+    # no row of a run metric_history keeps, so the connection leaves them out; the runs with
+    # stored series (run_series) are read from there: only the days of the others are opened
     return wh.sql(
         "SELECT h.* FROM metric_history(kernel_pattern := $k, category_name := $c, since := $s,"
         " key_name := $key) h "
         f"WHERE h.run_id IN (SELECT run_id FROM runs WHERE {clauses}) "
         "ORDER BY h.start_ns, h.rank, h.run_id",
         {**params, "k": kernel, "c": category, "s": first, "key": kernel_key},
-        since=first,
+        since=first, days=unstored_days(wh, since=first),
     )

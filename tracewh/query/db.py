@@ -200,7 +200,8 @@ def _open_trusted(path: Path, digest: str) -> duckdb.DuckDBPyConnection | None:
 
 
 def connect_catalog(
-    *, sql_dir: Path = SQL_DIR, cache_dir: Path | None = None
+    *, sql_dir: Path = SQL_DIR, cache_dir: Path | None = None, memory_limit: str | None = None,
+    temp_directory: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A connection holding every view and macro of ``sql/`` over empty ``raw_<table>`` tables.
 
@@ -212,7 +213,8 @@ def connect_catalog(
     a file of this user no one else can write, in a folder no one else can enter, and
     only when it records the digest of the SQL it must hold (:func:`catalog_digest`);
     anything else is rebuilt, and where no such folder can be had the definitions are
-    made in memory (same results, slower).
+    made in memory (same results, slower). ``memory_limit`` and ``temp_directory`` are
+    DuckDB's (:class:`tracewh.query.settings.QuerySettings`; ``None``: left as they are).
     """
     folder = cache_folder(cache_dir)
     if folder is not None:
@@ -222,7 +224,7 @@ def connect_catalog(
             if path.exists() or path.is_symlink():
                 con = _open_trusted(path, digest)
                 if con is not None:
-                    _settings(con, None, None)
+                    _settings(con, memory_limit, temp_directory)
                     return con
                 with contextlib.suppress(OSError):
                     path.unlink()  # stale, damaged or not ours: built again
@@ -236,7 +238,7 @@ def connect_catalog(
     _define(con, sql_dir)
     # every catalog connection (Warehouse's too): without the settings a query over ~2 s
     # draws DuckDB's progress bar on stdout, into `--format json` output
-    _settings(con, None, None)
+    _settings(con, memory_limit, temp_directory)
     return con
 
 

@@ -34,6 +34,7 @@ from tracewh.query.macros import macro_sql
 from tracewh.query.pinned import Pinned
 from tracewh.query.runs import resolve
 from tracewh.query.runsel import RunRef, RunSelector
+from tracewh.query.settings import PrivateTemp, QuerySettings
 from tracewh.storage.store import Store, select_files
 
 if TYPE_CHECKING:
@@ -50,15 +51,25 @@ class Session:
     ----------
     store
         The warehouse's tables.
+    settings
+        DuckDB's memory limit and where spill folders are made, for every connection.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, settings: QuerySettings | None = None) -> None:
         self.store = store
+        self.settings = settings or QuerySettings()
+        # the spill folder of connections outside a session (a session has its own)
+        self._temp = PrivateTemp(self.settings.temp_directory)
         self._pinned: Pinned | None = None  # set inside `with session.session():`
         # the catalog connection of the last per-run analysis, kept for the next one
         # (opening and closing one is ~40 ms of an analysis call); see `conn(reuse=True)`
         self._idle: duckdb.DuckDBPyConnection | None = None
         self._idle_lock = threading.Lock()
+
+    def _catalog(self) -> duckdb.DuckDBPyConnection:
+        """A catalog connection under the memory limit, spilling into a private folder."""
+        return connect_catalog(memory_limit=self.settings.memory_limit,
+                               temp_directory=self._temp.path())  # fmt: skip
 
     @property
     def pinned(self) -> Pinned | None:
@@ -82,7 +93,7 @@ class Session:
         if self._pinned is not None:
             yield
             return
-        con = connect_catalog()
+        con = self._catalog()
         stack = contextlib.ExitStack()
         try:
             # a compact --retain-hours 0 keeps the files of this snapshot while it is read
@@ -102,7 +113,8 @@ class Session:
             from tracewh.query.sqllimits import private_temp
 
             # DuckDB's temporary files: a private folder of the session, removed at its end
-            temp = stack.enter_context(private_temp("tracewh-session-"))
+            temp = stack.enter_context(private_temp("tracewh-session-",
+                                                    parent=self.settings.temp_directory))
             confine(con, allowed=self.allowed_dirs(), temp=temp / "0")
             self._pinned = Pinned(con, tables, live, partial, views={id(con): {}},
                                   owner=threading.get_ident(), temp=temp)
@@ -148,7 +160,7 @@ class Session:
         if pinned is None and not own and reuse:
             with self._idle_lock:
                 reused, self._idle = self._idle, None
-        con = reused or (connect_catalog() if pinned is None or own else self._session_con(pinned))
+        con = reused or (self._catalog() if pinned is None or own else self._session_con(pinned))
         try:
             tables = pinned.tables if pinned is not None else catalog_tables(con)
             wanted = tables if only is None else [t for t in tables if t[0] == only]
@@ -234,7 +246,7 @@ class Session:
         with pinned.lock:
             aux = pinned.aux.get(me)
         if aux is None:
-            aux = connect_catalog()
+            aux = self._catalog()
             if self.store.remote:
                 aux.register_filesystem(self.store.filesystem())
             with pinned.lock:
@@ -270,7 +282,7 @@ class Session:
             return con
         from tracewh.query.sqlguard import confine
 
-        con = connect_catalog()
+        con = self._catalog()
         try:
             if self.store.remote:
                 con.register_filesystem(self.store.filesystem())

@@ -64,9 +64,12 @@ class QueryLimits:
 
 
 @contextlib.contextmanager
-def private_temp(prefix: str = "tracewh-sql-") -> Iterator[Path]:
-    """A fresh private folder (0700, random name, in the system's temp folder), removed after."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+def private_temp(prefix: str = "tracewh-sql-", *, parent: str | Path | None = None) -> Iterator[Path]:
+    """A fresh private folder (0700, random name, in ``parent``, default the system's temp
+    folder), removed after."""
+    if parent is not None:
+        Path(parent).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
         yield folder
     finally:

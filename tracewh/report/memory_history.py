@@ -2,32 +2,23 @@
 
 One value per run: ``peak_allocated_per_step_bytes`` of ``run_memory_in``
 (``sql/65_memory.sql``; the largest over the run's GPUs), the series that
-``tracewh changes`` and ``check`` analyse as metric ``memory``; the caller draws
-its change points on it.
+``tracewh changes`` and ``check`` analyse as metric ``memory``, read from the same
+``series_values`` (the runs' stored ``run_series`` rows; inside a session the one
+query ``changes`` and ``check`` ran); the caller draws its change points on it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import polars as pl
 
 from tracewh.core.errors import TracewhError
+from tracewh.history.alerts import series_values
 
 #: The memory series drawn (the GPU's; the CPU's is analysed too, not drawn).
 KEY = "peak_allocated_gpu"
-
-_QUERY = """
-SELECT r.run_id, r.start_ns, r.rank, m.value
-FROM (
-    SELECT run_id, max(peak_allocated_per_step_bytes) AS value
-    FROM run_memory_in($run_ids)
-    WHERE device_type = 'gpu'
-    GROUP BY run_id
-) m
-JOIN runs r USING (run_id)
-ORDER BY r.start_ns
-"""
 
 
 def memory_series(wh: Any, runs: pl.DataFrame) -> pl.DataFrame | None:
@@ -37,14 +28,20 @@ def memory_series(wh: Any, runs: pl.DataFrame) -> pl.DataFrame | None:
     warehouse cannot say (no ``sql`` method, or the query fails) or fewer than two runs
     have a value (no history to draw).
     """
-    method = getattr(wh, "sql", None)
-    if method is None or runs.is_empty():
+    if getattr(wh, "sql", None) is None or runs.is_empty():
         return None
     try:
-        frame: pl.DataFrame = method(_QUERY, {"run_ids": runs["run_id"].to_list()},
-                                     since=runs["day"].min())
+        first = runs["day"].min()
+        values = series_values(wh, since=first if isinstance(first, dt.date) else None)
     except TracewhError:
         return None
+    frame = (
+        values.filter((pl.col("metric") == "memory") & (pl.col("key") == KEY))
+        .select("run_id", pl.col("value").cast(pl.Int64))
+        .join(runs.select("run_id", "start_ns", "rank"), on="run_id")
+        .select("run_id", "start_ns", "rank", "value")
+        .sort("start_ns", "rank", "run_id")
+    )
     return frame if frame.height >= 2 else None
 
 
