@@ -139,7 +139,15 @@ def plan_profile(wh: Path, query: str) -> dict[str, Any]:
 
     w = Warehouse(wh)
     ids = w.sql("SELECT run_id FROM runs")["run_id"].to_list()
-    with w.connection() as con:
+    days = None
+    if "$ids" not in query:  # as the product runs it: only the days of runs without run_series
+        try:
+            from tracewh.history.runseries import unstored_days
+        except ImportError:  # a tracewh before run_series: every partition
+            pass
+        else:
+            days = unstored_days(w)
+    with w.connection(days=days) as con:
         params = {"ids": ids} if "$ids" in query else {}
         text = con.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query}", params).fetchall()[0][1]
     ops: list[tuple[str, int, int]] = []
