@@ -39,6 +39,7 @@ from tracewh.query.macros import DIFF_LEVELS as LEVELS
 if TYPE_CHECKING:  # Polars, history and check are imported where they are used
     import polars as pl
 
+    from tracewh.api import Warehouse
     from tracewh.history.check import CheckReport, Finding
 
 
