@@ -20,8 +20,9 @@
 
 CREATE OR REPLACE MACRO kernel_keys_of(pairs) AS TABLE
 WITH rn AS (
+    -- unnest as a table function: in a projection, DuckDB carried the whole list on each row
     SELECT DISTINCT p.run_id, p.name
-    FROM (SELECT unnest(pairs) AS p)
+    FROM unnest(pairs) AS u(p)
     WHERE p.name IS NOT NULL
 ),
 n AS (

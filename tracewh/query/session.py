@@ -425,7 +425,7 @@ class Session:
         from tracewh.query.sqllimits import apply_limits, private_temp, run_limited
 
         query = user_query(query)  # SHOW TABLES: each name once (sql/99_catalog.sql)
-        with private_temp() as temp, \
+        with private_temp(parent=self.settings.temp_directory) as temp, \
                 self.conn(days=days, since=since, own=self._own(unrestricted)) as con:
             session = self._pinned is not None and self._pinned.holds(con)
             if not unrestricted:
