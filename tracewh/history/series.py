@@ -12,6 +12,7 @@ partitions a question needs, and shapes the results. Which runs are comparable i
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 from collections.abc import Mapping
@@ -140,6 +141,18 @@ def history(
         n_steps, step_ns, gpu_idle_fraction, kernels, calls, calls_per_step,
         time_per_step_ns, mean_ns.
     """
+    # one snapshot (the Delta logs of every table read once) for the window, the runs
+    # without stored series and the series: opening one was most of a history at 3,000 runs
+    session = getattr(wh, "session", None)  # a Catalog's; a bare Source reads as it goes
+    with session() if session is not None else contextlib.nullcontext():
+        return _history(wh, kernel=kernel, category=category, since=since, where=where,
+                        today=today, kernel_key=kernel_key)
+
+
+def _history(
+    wh: Source, *, kernel: str | None, category: str | None, since: str | dt.date | None,
+    where: Mapping[str, str] | None, today: dt.date | None, kernel_key: str | None,
+) -> pl.DataFrame:
     first = window_start(wh, since, today=today)
     clauses, params = where_clause(where or {})
     # a run's child rows lie in its own day partition: the partitions before `first` hold
