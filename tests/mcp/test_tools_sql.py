@@ -172,9 +172,12 @@ def test_killed_client_leaves_no_server(history: Path, tmp_path: Path) -> None:
         assert client.stdout.readline().strip() == "ready"
         servers = psutil.Process(client.pid).children(recursive=True)
         assert servers, "the client started no server"
-        time.sleep(2)  # the cross join is running in the server
+        deadline = time.monotonic() + 120  # the cross join starts in the server: its spill folder
+        while not [p for p in temp.iterdir() if p.name.startswith("tracewh-sql-")]:
+            assert time.monotonic() < deadline, "the query did not start"
+            time.sleep(0.1)
+        time.sleep(1)  # the cross join is running in the server
         assert all(p.is_running() for p in servers)
-        assert [p for p in temp.iterdir() if p.name.startswith("tracewh-sql-")]  # its spill folder
         os.kill(client.pid, signal.SIGKILL)
         client.wait(timeout=30)
         _, alive = psutil.wait_procs(servers, timeout=60)
