@@ -136,7 +136,6 @@ def test_more_steps_than_exist_and_no_match_are_warnings(
     res = runner.invoke(app, ["ingest", str(path), "-w", str(tmp_path / "a"),
                               "--step-marker", "Torch-Compiled", "--steps", "9"])
     assert res.exit_code == 0, res.output
-    assert "steps: 5 found, 5 kept" in res.output
     assert "warning" in res.output and "only 5 step(s)" in res.output
     res = runner.invoke(app, ["ingest", str(path), "-w", str(tmp_path / "b"), "--steps", "2"])
     assert res.exit_code == 0 and "no ProfilerStep#N span" in res.output and "nothing was dropped" in res.output

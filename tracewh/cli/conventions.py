@@ -35,7 +35,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Reports": ("report", "export", "flame"),
     "Agents": ("mcp",),
     "Capture": ("capture", "synth"),
-    "Maintenance": ("verify", "compact", "version"),
+    "Maintenance": ("verify", "compact", "migrate", "version"),
 }  # fmt: skip
 #: Where a command that is in no panel is listed (a test keeps it empty).
 OTHER = "Other"

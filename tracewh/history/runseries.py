@@ -113,7 +113,7 @@ def write_series(
         )
         counts = {
             str(r): int(n) for r, n in con.execute(
-                "SELECT run_id, count(*) FROM read_parquet($out) GROUP BY run_id",
+                "SELECT run_id, count(*) FROM read_parquet($out, hive_partitioning = false) GROUP BY run_id",
                 {"out": str(out)}).fetchall()
         }  # fmt: skip
     except BaseException:

@@ -192,24 +192,24 @@ def _checkpoint_adds(
     con: Any, files: list[str]
 ) -> list[tuple[str, dict[str, str | None], str | None]]:
     try:
-        rel = con.read_parquet(files)
+        rel = con.read_parquet(files, hive_partitioning=False)
         types = {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True)}
         if "protocol" in types:
             for (proto,) in con.execute(
-                "SELECT protocol FROM read_parquet(?) WHERE protocol IS NOT NULL", [files]
+                "SELECT protocol FROM read_parquet(?, hive_partitioning = false) WHERE protocol IS NOT NULL", [files]
             ).fetchall():
                 _protocol(proto)
         add_type = types.get("add")
         if add_type is None:
             return []
         if "deletionVector" in add_type and con.execute(
-            "SELECT count(*) FROM read_parquet(?) WHERE add.deletionVector IS NOT NULL", [files]
+            "SELECT count(*) FROM read_parquet(?, hive_partitioning = false) WHERE add.deletionVector IS NOT NULL", [files]
         ).fetchall()[0][0]:
             raise _Unsupported("deletion vectors")
         values = "map_entries(add.partitionValues)" if "partitionValues" in add_type else "NULL"
         stats = "add.stats" if "stats VARCHAR" in add_type else "NULL"
         rows = con.execute(
-            f"SELECT add.path, {values}, {stats} FROM read_parquet(?) "
+            f"SELECT add.path, {values}, {stats} FROM read_parquet(?, hive_partitioning = false) "
             "WHERE add IS NOT NULL AND add.path IS NOT NULL",
             [files],
         ).fetchall()
