@@ -753,19 +753,8 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
             for (int k = 0; k < 6; k++)
                 if (!tok_opt_i64(&a[A_MBYTES + k], &v[k], &ok[k])) return 0;
         }
-        Col *c = self->tables[T_INST].cols;
-        if (col_i64(&c[I_INDEX], index, 1) || col_str(&c[I_PH], &phc, 1, 1) ||
-            col_str(&c[I_CAT], cat, cat_len, cat != NULL) ||
-            col_str(&c[I_NAME], name, name_len, name != NULL) ||
-            col_i64(&c[I_PID], pid, pid_ok) || col_i64(&c[I_TID], tid, tid_ok) ||
-            col_str(&c[I_PID_LABEL], NULL, 0, 0) || col_str(&c[I_TID_LABEL], NULL, 0, 0) ||
-            col_i64(&c[I_TS], ts, 1) || col_str(&c[I_SCOPE], scope, scope_len, scope != NULL))
-            return -1;
-        for (int k = 0; k < 6; k++)
-            if (col_i64(&c[I_BYTES + k], v[k], ok[k])) return -1;
-        if (col_str(&c[I_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, left > 0))
-            return -1;
-        return 1;
+        Head h = {index, phc, cat, name, cat_len, name_len, pid, tid, ts, pid_ok, tid_ok};
+        return append_instant(self, &h, scope, scope_len, v, ok, left > 0);
     }
     if (phc != 'X') {  /* a flow event */
         int64_t fid;
@@ -775,16 +764,8 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
         Py_ssize_t bp_len;
         if ((r = tok_str(&f[F_BP_], &sc->dec_other, &bp, &bp_len)) <= 0) return r;
         if (args && (r = scan_args(self, args, M_OTHER, 0, a, &left)) <= 0) return r;
-        Col *c = self->tables[T_FLOW].cols;
-        if (col_i64(&c[F_INDEX], index, 1) || col_str(&c[F_PH], &phc, 1, 1) ||
-            col_str(&c[F_CAT], cat, cat_len, cat != NULL) ||
-            col_str(&c[F_NAME], name, name_len, name != NULL) ||
-            col_i64(&c[F_ID], fid, 1) || col_i64(&c[F_PID], pid, pid_ok) ||
-            col_i64(&c[F_TID], tid, tid_ok) || col_i64(&c[F_TS], ts, 1) ||
-            col_str(&c[F_BP], bp, bp_len, bp != NULL) ||
-            col_str(&c[F_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, left > 0))
-            return -1;
-        return 1;
+        Head h = {index, phc, cat, name, cat_len, name_len, pid, tid, ts, pid_ok, tid_ok};
+        return append_flow(self, &h, fid, bp, bp_len, left > 0);
     }
 
     if (name == NULL) return 0;  /* missing_name */

@@ -648,7 +648,6 @@ static int args_json(Shredder *self, PyObject *args, PyObject **skip, int nskip,
     return buf_putc(b, '}') < 0 ? -1 : 1;
 }
 
-/* An instant event (ph i/I): its typed memory args and args JSON. */
 /* One decided ordinary X event, as both stagers read it: shred_one from ijson's dicts, the
  * scanner (_fastscan.c) from the document's bytes. Its args_json is in self->scratch. */
 typedef struct {
@@ -695,6 +694,53 @@ static int append_event(Shredder *self, const EventRow *e) {
     return 1;
 }
 
+/* What instants and flows share, as both stagers read it (shred_instant / shred_one from
+ * ijson's dicts, scan_event in _fastscan.c from the bytes). */
+typedef struct {
+    int64_t index;
+    char ph;
+    const char *cat, *name;
+    Py_ssize_t cat_len, name_len;
+    int64_t pid, tid, ts;
+    int pid_ok, tid_ok;
+} Head;
+
+/* Append an instant event's row (ph i/I): its six typed memory args ``v``/``ok`` and, when
+ * ``has_args``, the args JSON in self->scratch. Returns 1, or -1 on a memory error. */
+static int append_instant(Shredder *self, const Head *h, const char *scope, Py_ssize_t scope_len,
+                          const int64_t v[6], const int ok[6], int has_args) {
+    Col *c = self->tables[T_INST].cols;
+    if (col_i64(&c[I_INDEX], h->index, 1) || col_str(&c[I_PH], &h->ph, 1, 1) ||
+        col_str(&c[I_CAT], h->cat, h->cat_len, h->cat != NULL) ||
+        col_str(&c[I_NAME], h->name, h->name_len, h->name != NULL) ||
+        col_i64(&c[I_PID], h->pid, h->pid_ok) || col_i64(&c[I_TID], h->tid, h->tid_ok) ||
+        col_str(&c[I_PID_LABEL], NULL, 0, 0) || col_str(&c[I_TID_LABEL], NULL, 0, 0) ||
+        col_i64(&c[I_TS], h->ts, 1) || col_str(&c[I_SCOPE], scope, scope_len, scope != NULL))
+        return -1;
+    for (int k = 0; k < 6; k++)
+        if (col_i64(&c[I_BYTES + k], v[k], ok[k])) return -1;
+    if (col_str(&c[I_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, has_args))
+        return -1;
+    return 1;
+}
+
+/* Append a flow event's row (ph s/t/f) with its id ``fid``, binding point ``bp`` and, when
+ * ``has_args``, the args JSON in self->scratch. Returns 1, or -1 on a memory error. */
+static int append_flow(Shredder *self, const Head *h, int64_t fid, const char *bp,
+                       Py_ssize_t bp_len, int has_args) {
+    Col *c = self->tables[T_FLOW].cols;
+    if (col_i64(&c[F_INDEX], h->index, 1) || col_str(&c[F_PH], &h->ph, 1, 1) ||
+        col_str(&c[F_CAT], h->cat, h->cat_len, h->cat != NULL) ||
+        col_str(&c[F_NAME], h->name, h->name_len, h->name != NULL) ||
+        col_i64(&c[F_ID], fid, 1) || col_i64(&c[F_PID], h->pid, h->pid_ok) ||
+        col_i64(&c[F_TID], h->tid, h->tid_ok) || col_i64(&c[F_TS], h->ts, 1) ||
+        col_str(&c[F_BP], bp, bp_len, bp != NULL) ||
+        col_str(&c[F_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, has_args))
+        return -1;
+    return 1;
+}
+
+/* An instant event (ph i/I) from ijson's dict: its typed memory args and args JSON. */
 static int shred_instant(Shredder *self, PyObject *ev, int64_t index, char ph, const char *cat,
                          Py_ssize_t cat_len, const char *name, Py_ssize_t name_len,
                          int64_t pid, int pid_ok, int64_t tid, int tid_ok, int64_t ts) {
@@ -718,19 +764,8 @@ static int shred_instant(Shredder *self, PyObject *ev, int64_t index, char ph, c
             if ((r = opt_i64(args, keys[k], &v[k], &ok[k])) <= 0) return r;
         if ((r = args_json(self, args, NULL, 0, &left)) <= 0) return r;
     }
-    Col *c = self->tables[T_INST].cols;
-    if (col_i64(&c[I_INDEX], index, 1) || col_str(&c[I_PH], &ph, 1, 1) ||
-        col_str(&c[I_CAT], cat, cat_len, cat != NULL) ||
-        col_str(&c[I_NAME], name, name_len, name != NULL) ||
-        col_i64(&c[I_PID], pid, pid_ok) || col_i64(&c[I_TID], tid, tid_ok) ||
-        col_str(&c[I_PID_LABEL], NULL, 0, 0) || col_str(&c[I_TID_LABEL], NULL, 0, 0) ||
-        col_i64(&c[I_TS], ts, 1) || col_str(&c[I_SCOPE], scope, scope_len, scope != NULL))
-        return -1;
-    for (int k = 0; k < 6; k++)
-        if (col_i64(&c[I_BYTES + k], v[k], ok[k])) return -1;
-    if (col_str(&c[I_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, left > 0))
-        return -1;
-    return 1;
+    Head h = {index, ph, cat, name, cat_len, name_len, pid, tid, ts, pid_ok, tid_ok};
+    return append_instant(self, &h, scope, scope_len, v, ok, left > 0);
 }
 
 /* Stage one event here if it is ordinary: 1 staged, 0 hand it back, 2 skipped python,
@@ -781,17 +816,8 @@ static int shred_one(Shredder *self, PyObject *ev, int64_t index) {
             if (!PyDict_CheckExact(fargs)) return 0;  /* mistyped_args */
             if ((r = args_json(self, fargs, NULL, 0, &fleft)) <= 0) return r;
         }
-        Col *c = self->tables[T_FLOW].cols;
-        char phs = (char)phc;
-        if (col_i64(&c[F_INDEX], index, 1) || col_str(&c[F_PH], &phs, 1, 1) ||
-            col_str(&c[F_CAT], cat, cat_len, cat != NULL) ||
-            col_str(&c[F_NAME], name, name_len, name != NULL) ||
-            col_i64(&c[F_ID], fid, 1) || col_i64(&c[F_PID], pid, pid_ok) ||
-            col_i64(&c[F_TID], tid, tid_ok) || col_i64(&c[F_TS], ts, 1) ||
-            col_str(&c[F_BP], bp, bp_len, bp != NULL) ||
-            col_str(&c[F_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, fleft > 0))
-            return -1;
-        return 1;
+        Head h = {index, (char)phc, cat, name, cat_len, name_len, pid, tid, ts, pid_ok, tid_ok};
+        return append_flow(self, &h, fid, bp, bp_len, fleft > 0);
     }
 
     if (name == NULL) return 0;  /* missing_name: counted by the pure path */
