@@ -216,22 +216,45 @@ def _arrow_type(t: Any) -> str:
 
 
 def _column_notes() -> dict[str, dict[str, str]]:
-    """Per table, the comment written beside each column's declaration in the schema module.
+    """Per table, the comment written beside each column's declaration in the schema modules.
 
     The schema declares each column once, ``pa.field("name", type),  # what it holds``; those
     comments are the columns' descriptions (``*_BASE`` lists spliced in with ``*`` included).
+    The registry (``TABLES``, in the module of ``TableSpec``) names each table's schema; the
+    schemas are declared there and in :mod:`tracewh.schema.events` (the event tables).
     """
-    import ast
     import inspect
     import sys
 
+    import tracewh.schema.events
     from tracewh.schema import TableSpec
 
-    source = inspect.getsource(sys.modules[TableSpec.__module__])
-    lines = source.splitlines()
-    tree = ast.parse(source)
     entries: dict[str, list[tuple[str, str] | str]] = {}
     tables: dict[str, str] = {}
+    for module in (sys.modules[TableSpec.__module__], tracewh.schema.events):
+        _declared_fields(inspect.getsource(module), entries, tables)
+
+    def notes(var: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in entries.get(var, []):
+            if isinstance(item, str):
+                out.update(notes(item))
+            elif item[1]:
+                out[item[0]] = item[1]
+        return out
+
+    return {table: notes(var) for table, var in tables.items()}
+
+
+def _declared_fields(
+    source: str, entries: dict[str, list[tuple[str, str] | str]], tables: dict[str, str]
+) -> None:
+    """Add the fields (name, comment) or spliced lists of each assignment of ``source`` to
+    ``entries``, and the schema variable of each ``TableSpec(...)`` to ``tables``."""
+    import ast
+
+    lines = source.splitlines()
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "TableSpec":
             name, var = node.args[0], node.args[1]
@@ -251,18 +274,8 @@ def _column_notes() -> dict[str, dict[str, str]]:
                 rest = lines[(node.end_lineno or node.lineno) - 1][node.end_col_offset or 0:]
                 match = re.search(r"#\s*(.*\S)", rest)
                 found.append((str(node.args[0].value), match.group(1) if match else ""))
-        entries[target.id] = found
-
-    def notes(var: str) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for item in entries.get(var, []):
-            if isinstance(item, str):
-                out.update(notes(item))
-            elif item[1]:
-                out[item[0]] = item[1]
-        return out
-
-    return {table: notes(var) for table, var in tables.items()}
+        if found:  # (the re-exports of another module's names are plain imports: skipped)
+            entries[target.id] = found
 
 
 def sql_page() -> str:
@@ -277,7 +290,7 @@ def sql_page() -> str:
         GENERATED,
         "",
         "What `tracewh sql`, `Warehouse.sql` and every command query: the tables (declared once",
-        "in `tracewh/schema/arrow.py`), one base view per table holding its visible rows only, and the",
+        "in `tracewh/schema/`: `arrow.py`, `events.py`), one base view per table holding its visible rows only, and the",
         "views and macros of the `sql/` files, applied in file-name order. The conventions (units,",
         "run selectors in SQL, quantiles) are in [SQL over months of runs](../how-to/sql-history.md)",
         "and the definitions of the figures in [Figures](../concepts/figures.md).",

@@ -1,41 +1,32 @@
 """The DuckDB session over a warehouse's snapshot: every read of the warehouse goes here.
 
-:class:`Session` opens connections on the prepared catalog of ``sql/`` views
-(:func:`tracewh.query.db.connect_catalog`) pointed at the files of the current Delta snapshot,
-restricted to the partitions a question needs; inside :meth:`Session.session` one snapshot and
+:class:`Session` opens connections on the prepared catalog of ``sql/`` views pointed at the
+files of the current Delta snapshot (its base, :class:`tracewh.query.connections.Connections`:
+the snapshot, pinned sessions, spill folders); inside :meth:`Session.session` one snapshot and
 one confined connection serve every query. :meth:`Session.fetch` runs user SQL (read-only,
-confined: :mod:`tracewh.query.sqlguard`), :meth:`Session.fetch_macro` a per-run table macro.
+confined: :mod:`tracewh.query.sqlguard`), :meth:`Session.fetch_own` the library's own fixed
+queries, :meth:`Session.fetch_macro` a per-run table macro.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from tracewh.core.errors import EmptyWarehouseError, WarehouseError
 from tracewh.query import macros
-from tracewh.query.db import (
-    TableInfo,
-    catalog_schema_key,
-    catalog_tables,
-    connect_catalog,
-    first_line,
-    shadow_files,
-)
+from tracewh.query.connections import Connections
+from tracewh.query.db import catalog_tables
 from tracewh.query.fetch import Kind, fetch_as
 from tracewh.query.macros import macro_sql
 from tracewh.query.pinned import Pinned
 from tracewh.query.runs import resolve
 from tracewh.query.runsel import RunRef, RunSelector
-from tracewh.query.settings import PrivateTemp, QuerySettings
-from tracewh.storage.store import Store, select_files
 
 if TYPE_CHECKING:
     from tracewh.query.sqllimits import QueryLimits
@@ -44,7 +35,8 @@ __all__ = ["Pinned", "Session"]
 
 _T = TypeVar("_T")
 
-class Session:
+
+class Session(Connections):
     """The query layer of one warehouse (see the module docstring).
 
     Parameters
@@ -54,296 +46,6 @@ class Session:
     settings
         DuckDB's memory limit and where spill folders are made, for every connection.
     """
-
-    def __init__(self, store: Store, *, settings: QuerySettings | None = None) -> None:
-        self.store = store
-        self.settings = settings or QuerySettings()
-        # the spill folder of connections outside a session (a session has its own)
-        self._temp = PrivateTemp(self.settings.temp_directory)
-        self._pinned: Pinned | None = None  # set inside `with session.session():`
-        # the catalog connection of the last per-run analysis, kept for the next one
-        # (opening and closing one is ~40 ms of an analysis call); see `conn(reuse=True)`
-        self._idle: duckdb.DuckDBPyConnection | None = None
-        self._idle_lock = threading.Lock()
-
-    def _catalog(self) -> duckdb.DuckDBPyConnection:
-        """A catalog connection under the memory limit, spilling into a private folder."""
-        return connect_catalog(memory_limit=self.settings.memory_limit,
-                               temp_directory=self._temp.path())  # fmt: skip
-
-    @property
-    def pinned(self) -> Pinned | None:
-        """The open session's snapshot and connections (None outside :meth:`session`)."""
-        return self._pinned
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """Read one snapshot through one DuckDB connection for the queries inside.
-
-        Inside ``with wh.session():`` every query of this object reads the Delta logs
-        once (at entry) and reuses one connection (its Parquet metadata cache too);
-        writes made meanwhile are not seen. A report runs its ~20 queries this way.
-        Nested sessions reuse the outer one. Queries from other threads (a report runs some
-        side by side) each get a connection of their own over the same snapshot, confined
-        as the first, kept until the session ends.
-
-        >>> with catalog.session():  # doctest: +SKIP
-        ...     rows = catalog.fetch("SELECT count(*) FROM runs", kind="rows")
-        """
-        if self._pinned is not None:
-            yield
-            return
-        con = self._catalog()
-        stack = contextlib.ExitStack()
-        try:
-            # a compact --retain-hours 0 keeps the files of this snapshot while it is read
-            stack.enter_context(self.store.reading())
-            tables = catalog_tables(con)
-            partial = self.store.require(
-                tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
-            )
-            live = self.guard_log(lambda: self.store.snapshot_live(tables))
-            if not live.get("runs"):
-                raise EmptyWarehouseError(self.store.root)
-            if self.store.remote:
-                con.register_filesystem(self.store.filesystem())
-            # the session's queries only read the warehouse: its connection is confined
-            # once (fetch() needs no connection of their own inside a session)
-            from tracewh.query.sqlguard import confine
-            from tracewh.query.sqllimits import private_temp
-
-            # DuckDB's temporary files: a private folder of the session, removed at its end
-            temp = stack.enter_context(private_temp("tracewh-session-",
-                                                    parent=self.settings.temp_directory))
-            confine(con, allowed=self.allowed_dirs(), temp=temp / "0")
-            self._pinned = Pinned(con, tables, live, partial, views={id(con): {}},
-                                  owner=threading.get_ident(), temp=temp)
-            yield
-        finally:
-            pinned, self._pinned = self._pinned, None
-            if pinned is not None:
-                for other in [*pinned.threads.values(), *pinned.aux.values()]:
-                    other.close()
-            con.close()
-            stack.close()
-
-    def connect(
-        self, *, days: Collection[date] | None = None, since: date | None = None
-    ) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection over the current snapshot, with every ``sql/`` view.
-
-        With ``days``, run tables hold only those ``day`` partitions, with ``since``
-        only the partitions of that day or later (``runs`` is always whole):
-        per-run analyses then cost the same whatever the warehouse's size. The
-        caller closes it. Inside :meth:`session`, it reads the session's snapshot.
-        """
-        return self._connect(days=days, since=since, own=True)
-
-    def _connect(
-        self,
-        *,
-        days: Collection[date] | None = None,
-        since: date | None = None,
-        only: str | None = None,
-        own: bool = False,
-        reuse: bool = False,
-    ) -> duckdb.DuckDBPyConnection:
-        """The catalog over the snapshot (of table ``only`` alone, the rest left empty).
-
-        Inside a session: the session's connection re-pointed at its snapshot (unless
-        ``own``: a new connection over that snapshot). With ``reuse`` (outside a
-        session), the connection a previous call gave back (:meth:`_give_back`) if any,
-        every table of it re-pointed (the snapshot is read again, as for a new one).
-        """
-        pinned = self._pinned
-        reused = None
-        if pinned is None and not own and reuse:
-            with self._idle_lock:
-                reused, self._idle = self._idle, None
-        con = reused or (self._catalog() if pinned is None or own else self._session_con(pinned))
-        try:
-            tables = pinned.tables if pinned is not None else catalog_tables(con)
-            wanted = tables if only is None else [t for t in tables if t[0] == only]
-            partial = self._partial(con, tables)
-            if pinned is not None:
-                files = select_files({n: pinned.live[n] for n, _ in wanted}, dict(tables),
-                                     days=days, since=since)
-            else:
-                files = self.snapshot(wanted, days=days, since=since)
-            if not files.get("runs"):
-                raise EmptyWarehouseError(self.store.root)
-            if self.store.remote and (pinned is None or own) and reused is None:
-                con.register_filesystem(self.store.filesystem())
-            if reused is not None:
-                # the previous call's views of the wanted tables go back to the placeholders
-                # where the snapshot has no file; the others stay as they are (only
-                # _run_conn reuses, and it points every table at its snapshot next)
-                files = {n: files.get(n, []) for n, _ in wanted}
-            try:
-                self._shadow(con, files, reset=(pinned is not None and not own) or reused is not None,
-                             partial=partial)
-            except duckdb.Error as exc:
-                raise WarehouseError(
-                    self.store.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
-                ) from exc
-        except BaseException:
-            self._release(con)
-            raise
-        return con
-
-    def _shadow(
-        self, con: duckdb.DuckDBPyConnection, files: Mapping[str, Sequence[str]], *,
-        reset: bool, partial: Collection[str],
-    ) -> None:
-        """:func:`shadow_files`; on the session's connection only the tables whose files changed.
-
-        A session's queries mostly read the same day's files again (a report's ~20 queries
-        of one run): the session remembers what each ``raw_<table>`` points at, and a view
-        is made again only for a different file list (``()``: the empty placeholder).
-        """
-        pinned = self._pinned
-        shadowed = None if pinned is None else pinned.views.get(id(con))
-        if shadowed is None or pinned is None:
-            shadow_files(con, files, reset=reset, partial=partial)
-            return
-        wanted = {name: tuple(paths) for name, paths in files.items()}
-        changed = {name: list(paths) for name, paths in wanted.items()
-                   if shadowed.get(name, ()) != paths}
-        if not changed:
-            return
-        try:
-            shadow_files(con, changed, reset=True, partial=partial)
-        except BaseException:
-            # some views may be made, some not: every one is made again next time
-            shadowed.update({name: None for name, _ in pinned.tables})
-            raise
-        shadowed.update({name: wanted[name] for name in changed})
-
-    def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
-        """``compute()``; inside :meth:`session` once per ``key`` (:meth:`Pinned.memoized`)."""
-        pinned = self._pinned
-        return compute() if pinned is None else pinned.memoized(key, compute)
-
-    @contextlib.contextmanager
-    def connection(self, *, days: Collection[date] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection (as :meth:`connect`) for the library's queries that change its settings.
-
-        What a query under its own DuckDB memory limit runs on (:mod:`tracewh.analysis.memory`).
-        Outside a session, a new connection, closed at the end. Inside :meth:`session`,
-        one connection kept for the whole session (not the session's confined one, whose
-        settings are locked; one per thread), its views re-pointed only where ``days``
-        changes the files.
-        """
-        pinned = self._pinned
-        if pinned is None:
-            con = self._connect(days=days, own=True)
-            try:
-                yield con
-            finally:
-                con.close()
-            return
-        me = threading.get_ident()
-        with pinned.lock:
-            aux = pinned.aux.get(me)
-        if aux is None:
-            aux = self._catalog()
-            if self.store.remote:
-                aux.register_filesystem(self.store.filesystem())
-            with pinned.lock:
-                pinned.views[id(aux)] = {}
-                pinned.aux[me] = aux
-        files = select_files({n: pinned.live[n] for n, _ in pinned.tables}, dict(pinned.tables),
-                             days=days, since=None)
-        try:
-            self._shadow(aux, files, reset=True, partial=pinned.partial)
-        except duckdb.Error as exc:
-            raise WarehouseError(
-                self.store.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
-            ) from exc
-        yield aux
-
-    def _partial(self, con: duckdb.DuckDBPyConnection, tables: list[TableInfo]) -> frozenset[str]:
-        """The tables to read by column name (older files lack columns): the session's, or
-        from :meth:`~tracewh.storage.store.Store.require` (which brings an older warehouse up to date)."""
-        if self._pinned is not None:
-            return self._pinned.partial
-        return self.store.require(
-            tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
-        )
-
-    def _session_con(self, pinned: Pinned) -> duckdb.DuckDBPyConnection:
-        """The session's connection of the calling thread (made, confined, on first use)."""
-        me = threading.get_ident()
-        if me == pinned.owner:
-            return pinned.con
-        with pinned.lock:
-            con = pinned.threads.get(me)
-        if con is not None:
-            return con
-        from tracewh.query.sqlguard import confine
-
-        con = self._catalog()
-        try:
-            if self.store.remote:
-                con.register_filesystem(self.store.filesystem())
-            # each connection spills into a folder of its own inside the session's
-            confine(con, allowed=self.allowed_dirs(), temp=pinned.temp / str(me))
-        except BaseException:
-            con.close()
-            raise
-        with pinned.lock:
-            pinned.views[id(con)] = {}
-            pinned.threads[me] = con
-        return con
-
-    def _release(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Close ``con`` unless it is one of the session's."""
-        if self._pinned is None or not self._pinned.holds(con):
-            con.close()
-
-    def _give_back(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Keep a connection of the library's own queries for the next call (or close it)."""
-        with self._idle_lock:
-            keep = self._idle is None
-            if keep:
-                self._idle = con
-        if not keep:
-            con.close()
-
-    @contextlib.contextmanager
-    def conn(self, *, reuse: bool = False, **kwargs: Any) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A catalog connection for one call; ``reuse``: for the library's fixed queries only
-        (a user's SQL gets a fresh connection: whatever it sets or creates goes with it).
-        Outside a session the snapshot's files are read under :meth:`Store.reading`."""
-        with contextlib.ExitStack() as stack:
-            if self._pinned is None:
-                stack.enter_context(self.store.reading())
-            con = self._connect(reuse=reuse, **kwargs)
-            try:
-                yield con
-            finally:
-                if reuse and self._pinned is None:
-                    self._give_back(con)
-                else:
-                    self._release(con)
-
-    def guard_log(self, read: Callable[[], _T]) -> _T:
-        try:
-            return read()
-        except WarehouseError:
-            raise
-        except Exception as exc:  # delta-rs errors reading the log
-            raise WarehouseError(self.store.root, f"cannot read the table log: {exc}") from exc
-
-    def snapshot(
-        self, tables: list[TableInfo], *, days: Collection[date] | None, since: date | None
-    ) -> dict[str, list[str]]:
-        if self._pinned is not None:
-            return select_files({n: self._pinned.live[n] for n, _ in tables},
-                                dict(self._pinned.tables), days=days, since=since)
-        return self.guard_log(
-            lambda: self.store.snapshot_files(days=days, since=since, tables=tables)
-        )
 
     def _own(self, unrestricted: bool) -> bool:
         """Whether a query needs a connection of its own: an unrestricted one in a session
@@ -360,15 +62,6 @@ class Session:
         check_read_only(con, query)
         if self._pinned is None or not self._pinned.holds(con):
             confine(con, allowed=self.allowed_dirs(), temp=temp, limits=limits)
-
-    def allowed_dirs(self) -> list[str]:
-        """The folders a confined query may read: the tables (and their object-store URL)."""
-        from tracewh.core.sqlfiles import glob_escaped
-
-        tables = f"{self.store.root}/tables/" if self.store.remote else str(self.store.tables_dir) + os.sep
-        # DuckDB checks the path as written in the query: the snapshot's paths are written
-        # with their glob characters escaped (tracewh.core.sqlfiles.glob_escaped)
-        return sorted({tables, glob_escaped(tables)})
 
     @contextlib.contextmanager
     def run_conn(

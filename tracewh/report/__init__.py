@@ -7,7 +7,7 @@
 
 Charts are Altair specs rendered offline by vl-convert; nothing here fetches
 from the network. Functions take any object with the ``Warehouse`` methods
-they use (:class:`~tracewh.report.source.WarehouseLike`).
+they use (:class:`~tracewh.report.protocol.WarehouseLike`).
 """
 
 from __future__ import annotations
@@ -23,16 +23,10 @@ from tracewh.query.runsel import RunSelector
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section
+from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
-from tracewh.report.source import (
-    WarehouseLike,
-    collect_diff,
-    collect_history,
-    collect_roofline,
-    collect_run,
-    one_snapshot,
-    run_label,
-)
+from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
+from tracewh.report.trends import collect_history
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
 

@@ -37,7 +37,7 @@ from tracewh.core.atomic import atomic_file
 from tracewh.core.errors import UsageError
 from tracewh.query.runsel import RunSelector
 from tracewh.report.memory_export import MEMORY_COUNTER_CAT, export_memory_counters
-from tracewh.report.source import WarehouseLike
+from tracewh.report.protocol import WarehouseLike
 from tracewh.schema.arrow import GPU_OP_CATEGORIES, LAUNCH_FLOW_CATEGORIES
 
 _NULL_KEY = -(1 << 62)

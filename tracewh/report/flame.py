@@ -28,7 +28,7 @@ import polars as pl
 from tracewh.core.atomic import atomic_file
 from tracewh.core.errors import UsageError
 from tracewh.query.runsel import RunSelector
-from tracewh.report.source import WarehouseLike
+from tracewh.report.protocol import WarehouseLike
 
 FORMATS = ("folded", "speedscope")
 UNLINKED = "(unlinked)"  # GPU ops with no launch call found (docs/concepts/figures.md)

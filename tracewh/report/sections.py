@@ -9,8 +9,9 @@ import polars as pl
 
 from tracewh.report import charts, multi_charts
 from tracewh.report.roof import roofline_section
-from tracewh.report.source import RunData, Trend
+from tracewh.report.source import RunData
 from tracewh.report.tables import Column, Section, Table, table
+from tracewh.report.trends import Trend
 
 
 def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:

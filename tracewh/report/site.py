@@ -25,22 +25,16 @@ from tracewh.report import charts, render
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, modules_section
+from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.sections import (
     diff_section,
     history_sections,
     run_sections,
     summary_table,
 )
-from tracewh.report.source import (
-    WarehouseLike,
-    collect_diff,
-    collect_history,
-    collect_roofline,
-    collect_run,
-    one_snapshot,
-    run_label,
-)
+from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
 from tracewh.report.tables import Section
+from tracewh.report.trends import collect_history
 
 BUNDLE = "assets/vega.js"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from tracewh.synth.catalog import FlavorSpec, Op
+from tracewh.synth.flavors import FlavorSpec, Op
 from tracewh.synth.timeline import EXT, STEP, Scales, Sim, StepTemplate, Text
 
 __all__ = ["build_step"]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import add
 
-from tracewh.synth.catalog import MAX_FRACTION, Call, FlavorSpec, Gpu, Op, floor_us
+from tracewh.synth.flavors import MAX_FRACTION, Call, FlavorSpec, Gpu, Op, floor_us
 
 TIME, EXT, CORR, STEP, PYID, MEM, ADDR = range(7)
 """Slot kinds: what a slot's value is shifted by when a step is repeated (MEM: the bytes

@@ -16,7 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tracewh.core.errors import UsageError
-from tracewh.synth.catalog import CUDA, ROCM, FlavorSpec, capture_program, step_program
+from tracewh.synth.catalog import capture_program, step_program
+from tracewh.synth.flavors import CUDA, ROCM, FlavorSpec
 from tracewh.synth.options import Regression, SynthConfig, SynthSummary
 from tracewh.synth.steps import build_step
 from tracewh.synth.timeline import Scales, StepTemplate
