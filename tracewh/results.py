@@ -11,6 +11,8 @@ implementation, so an agent and a script read the same values.
 * ``changes`` is a list of change objects, those of one run's series with ``run``
   (:class:`ChangesResult`).
 * ``check`` is :meth:`tracewh.history.check.CheckReport.to_dict` (:func:`check_document`).
+* ``critical-path`` is one object: the run, the window, ``total_ns``, ``by_bound`` and the
+  path's ``edges`` (:func:`critical_path_document`).
 
 Every document holds JSON values only (dates as ISO text): what ``json.loads`` of the
 CLI's output gives.
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracewh.analysis.critical_path import CriticalPath
     from tracewh.api import Warehouse
     from tracewh.history.alerts import ChangesReport
     from tracewh.history.check import CheckReport
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChangesResult", "DiffResult", "HistoryResult", "RanksResult", "changes", "check_document",
-    "diff", "history", "json_ready", "json_rows", "json_text", "ranks",
+    "critical_path_document", "critical_path_edges", "diff", "history", "json_ready", "json_rows", "json_text", "ranks",
 ]  # fmt: skip
 
 
@@ -249,3 +252,38 @@ def ranks(
     ids = wh.rank_runs(job, run=ref)
     df = wh.ranks(job, view=view) if job is not None else wh.ranks(view=view, run=ref)
     return RanksResult(ref, ids, df)
+
+
+def critical_path_document(ref: RunRef, path: CriticalPath, *, step: int | None = None) -> dict[str, Any]:
+    """``tracewh critical-path --format json``: the critical path of run ``ref`` (or its step).
+
+    ``run_id``, ``rank``, ``step`` (None: the whole run), ``window_ns`` ([first, last] ns of
+    the step's window; [None, None] for the whole run), ``total_ns``, ``by_bound`` (ns per
+    bound of :data:`tracewh.analysis.critical_path.BOUNDS`, summing to ``total_ns``),
+    ``edges`` (kind, bound, event_index, name, ts_ns, dur_ns in path order) and, for a rank
+    of a multi-rank job, ``cross_rank``: ``waited_on_ns`` (time its collectives on the path
+    waited, per rank that arrived last) and ``collectives`` (those kernels, in path order).
+    """
+    import polars as pl
+
+    doc: dict[str, Any] = {
+        "run_id": ref.run_id, "rank": ref.rank, "step": step,
+        "window_ns": [path.extra.get("lo_ns"), path.extra.get("hi_ns")],
+        "total_ns": path.total_ns, "by_bound": path.by_bound,
+        "edges": path.edges.to_dicts(),
+    }  # fmt: skip
+    cross = path.extra.get("cross_rank")
+    if isinstance(cross, pl.DataFrame):
+        waited = cross.group_by("last_rank").agg(pl.col("waited_ns").sum()).sort("last_rank")
+        doc["cross_rank"] = {
+            "waited_on_ns": {str(r): int(w) for r, w in waited.iter_rows()},
+            "collectives": cross.to_dicts(),
+        }
+    out: dict[str, Any] = json_ready(doc)
+    return out
+
+
+def critical_path_edges(path: CriticalPath) -> pl.DataFrame:
+    """``tracewh critical-path --by edge``: the path's edges with their ``position`` on it,
+    longest first."""
+    return path.edges.with_row_index("position").sort("dur_ns", descending=True)

@@ -23,7 +23,8 @@ runner = CliRunner()
 
 TOOLS = {
     "runs", "kernels", "gaps", "launches", "queue", "steps", "ops", "modules", "memory",
-    "roofline", "diff", "history", "changes", "check", "ranks", "collectives", "schema", "sql",
+    "roofline", "diff", "history", "changes", "check", "ranks", "collectives", "critical_path",
+    "schema", "sql",
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -74,19 +73,9 @@ def critical_path(
         import polars as pl
 
         if fmt == "json" and by == "bound":
-            obj: dict[str, Any] = {
-                "run_id": ref.run_id, "rank": ref.rank, "step": step,
-                "window_ns": [path.extra.get("lo_ns"), path.extra.get("hi_ns")],
-                "total_ns": path.total_ns, "by_bound": path.by_bound,
-                "edges": path.edges.to_dicts(),
-            }
-            cross = path.extra.get("cross_rank")
-            if isinstance(cross, pl.DataFrame):
-                waited = cross.group_by("last_rank").agg(pl.col("waited_ns").sum()).sort("last_rank")
-                obj["cross_rank"] = {
-                    "waited_on_ns": {str(r): int(w) for r, w in waited.iter_rows()},
-                    "collectives": cross.to_dicts(),
-                }
+            from tracewh.results import critical_path_document
+
+            obj = critical_path_document(ref, path, step=step)
             text = json.dumps(obj)
             if out is not None:
                 from tracewh.core.atomic import atomic_file
@@ -97,7 +86,9 @@ def critical_path(
             note(f"critical path: {path.total_ns / 1e6:.3f} ms, {path.edges.height} edges")
             return
         if by == "edge":
-            df = path.edges.with_row_index("position").sort("dur_ns", descending=True)
+            from tracewh.results import critical_path_edges
+
+            df = critical_path_edges(path)
         else:
             total = path.total_ns or 1
             df = pl.DataFrame({

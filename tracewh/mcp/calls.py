@@ -122,10 +122,11 @@ def rows_result(
     for the model, as a second text block.
     """
     content = [TextContent(type="text", text=json.dumps(rows))]
+    notes = [note] if note else []
     if total is not None and total > len(rows):
-        note = f"showing {len(rows)} of {total} rows (top=0: all)"
-    if note:
-        content.append(TextContent(type="text", text=f"note: {note}"))
+        notes.insert(0, f"showing {len(rows)} of {total} rows (top=0: all)")
+    if notes:
+        content.append(TextContent(type="text", text="note: " + "; ".join(notes)))
     return CallToolResult(content=list(content), structuredContent={"result": rows, **extra})
 
 

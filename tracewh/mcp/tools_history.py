@@ -1,8 +1,9 @@
-"""The tools over many runs: diff, history, changes, check, ranks, collectives.
+"""The tools over many runs: diff, history, changes, check, ranks, collectives, critical_path.
 
 Each is the command of the same name with ``--format json``, through the same library
-functions (:mod:`tracewh.results`): ``diff`` and ``check`` return the CLI's JSON object as
-it is, ``history``, ``changes`` and ``ranks`` its list under ``result``.
+functions (:mod:`tracewh.results`): ``diff``, ``check`` and ``critical_path`` (by bound)
+return the CLI's JSON object as it is, ``history``, ``changes``, ``ranks``, ``collectives``
+and ``critical_path`` by step, edge or run its list under ``result``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ class Diff(BaseModel):
 
     runs: list[dict[str, Any]] = Field(description="One row per run-level metric: metric, value_a, value_b, delta (B - A), ratio (B / A); *_ns metrics in ns per step, *_fraction 0-1.")
     groups: list[dict[str, Any]] = Field(description="One row per kernel / short_name / category / op: calls and time per step in A and B (time_per_step_a_ns, time_per_step_b_ns), delta_per_step_ns, ratio, status (added, removed, slower, faster, unchanged), by absolute impact.")
+
+
+class CriticalPathResult(BaseModel):
+    """``tracewh critical-path --format json``: the object (by bound), or rows under ``result``."""
+
+    total_ns: int | None = Field(None, description="by='bound': the path's length in ns (the sum of by_bound).")
+    by_bound: dict[str, int] | None = Field(None, description="by='bound': ns of the path per bound: cpu_bound, data_loading, gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, gpu_kernel_launch_overhead, dependency.")
+    edges: list[dict[str, Any]] | None = Field(None, description="by='bound': the path's edges in path order: kind, bound, event_index, name, ts_ns, dur_ns.")
+    result: list[dict[str, Any]] | None = Field(None, description="by='step', 'edge' or 'run': the rows.")
+    model_config = {"extra": "allow"}
 
 
 class Check(BaseModel):
@@ -199,5 +210,41 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         def work(wh: Warehouse) -> CallToolResult:
             df = wh.collectives(runs or [], by=by, link=link, link_peak_gbps=link_peak_gbps)
             return rows_result(results.json_rows(df, top=top), total=df.height)
+
+        return await calls.run(work)
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def critical_path(
+        run: Run = "latest",
+        step: Annotated[int | None, Field(description="Only step N (ProfilerStep#N): CPU events starting in it, GPU ops launched in it. Default: the whole run.")] = None,
+        by: Annotated[Literal["bound", "step", "edge", "run"], Field(description="bound: one object, the path's length, time by bound and its edges; step: one row per step (each step's own path, ns by bound); edge: the path's edges, longest first; run: one row per run matching `where`, oldest first (shares by bound, %, of each run's step_index-th step).")] = "bound",
+        where: Where = None,
+        step_index: Annotated[int, Field(ge=0, description="by='run': each run's K-th step (0: the first; a run without steps: the whole run).")] = 0,
+        data_loading: Annotated[list[str] | None, Field(description="Regular expressions: CPU events whose name matches count as data_loading.")] = None,
+        top: Annotated[int, Field(ge=0, description="by step, edge or run: the N first rows (0: all).")] = 20,
+    ) -> Annotated[CallToolResult, CriticalPathResult]:
+        """The critical path of one run or step (HTA's event graph): its length and what bounds it, in ns.
+
+        by='bound' returns run_id, rank, step, window_ns, total_ns, by_bound (ns per bound,
+        summing to total_ns) and edges (kind, bound, name, ts_ns, dur_ns in path order); on
+        a rank of a multi-rank job also cross_rank (whom its collectives on the path waited
+        for). A large gpu_communication_bound share: call `collectives`; cpu_bound or
+        launch overhead: `launches`, `ops`. by='run' shows a shift of the path over runs.
+        """
+
+        def work(wh: Warehouse) -> CallToolResult:
+            patterns = tuple(data_loading or ())
+            if by == "run":
+                df = wh.critical_path_history(where=where, step_index=step_index, data_loading=patterns)
+                return rows_result(results.json_rows(df, top=top), total=df.height)
+            ref = wh.resolve_run(run)
+            if by == "step":
+                df = wh.critical_path_steps(ref, data_loading=patterns)
+                return rows_result(results.json_rows(df, top=top), total=df.height)
+            path = wh.critical_path(ref, step=step, data_loading=patterns)
+            if by == "edge":
+                df = results.critical_path_edges(path)
+                return rows_result(results.json_rows(df, top=top), total=df.height)
+            return document_result(results.critical_path_document(ref, path, step=step))
 
         return await calls.run(work)

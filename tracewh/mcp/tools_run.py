@@ -18,6 +18,7 @@ from tracewh.api import Warehouse
 from tracewh.mcp.calls import Calls, rows_result
 from tracewh.mcp.params import READ_ONLY, Run, ThresholdUs, Top, Where
 from tracewh.query import macros
+from tracewh.query.graphalign import match_note
 from tracewh.results import json_rows
 
 if TYPE_CHECKING:
@@ -39,13 +40,23 @@ def _us_to_ns(threshold_us: float) -> int:
     return round(threshold_us * 1000)
 
 
-async def _macro(calls: Calls, call: macros.MacroCall, run: str, top: int | None) -> CallToolResult:
-    """A per-run macro's rows (``Warehouse.macro_relation``, as the CLI's commands call it)."""
+def _graph_note(wh: Warehouse, ref: Any) -> str | None:
+    """How the run's graph replays map to their capture (match quality), as the CLI says it
+    beside operators, modules and the roofline; None without graph replays."""
+    return match_note(wh.graph_match(ref))
+
+
+async def _macro(
+    calls: Calls, call: macros.MacroCall, run: str, top: int | None, *, graph: bool = False
+) -> CallToolResult:
+    """A per-run macro's rows (``Warehouse.macro_relation``, as the CLI's commands call it);
+    ``graph``: the rows are attributed through graph captures (a note gives the match quality)."""
 
     def work(wh: Warehouse) -> CallToolResult:
-        _, df = wh.macro_relation(call.name, run, **call.params).fetch("polars")
+        ref, df = wh.macro_relation(call.name, run, **call.params).fetch("polars")
         frame = cast("pl.DataFrame", df)
-        return rows_result(json_rows(frame, top=top), total=frame.height)
+        note = _graph_note(wh, ref) if graph else None
+        return rows_result(json_rows(frame, top=top), total=frame.height, note=note)
 
     return await calls.run(work)
 
@@ -156,11 +167,12 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     ) -> RowsResult:
         """GPU time per CPU operator (aten op) and input shapes of one run: which framework op launched the expensive kernels.
 
-        A kernel is attributed to the innermost CPU operator enclosing its launch. Next:
+        A kernel is attributed to the innermost CPU operator enclosing its launch (a graph
+        replay's kernel: through its capture; a note gives the match quality). Next:
         `roofline` for the achieved TFLOP/s of these operators, `modules` for time per
         nn.Module.
         """
-        return await _macro(calls, macros.ops(cpu=cpu), run, top)
+        return await _macro(calls, macros.ops(cpu=cpu), run, top, graph=not cpu)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def modules(
@@ -177,7 +189,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
 
         def work(wh: Warehouse) -> CallToolResult:
             ref = wh.resolve_run(run)
-            return rows_result(json_rows(wh.modules(ref, depth=depth, top=top or None)))
+            return rows_result(json_rows(wh.modules(ref, depth=depth, top=top or None)),
+                               note=_graph_note(wh, ref))
 
         return await calls.run(work)
 
@@ -222,7 +235,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
             peaks = parse_peak_tflops(peak_tflops) if peak_tflops is not None else None
             ref = wh.resolve_run(run)
             df = wh.roofline(ref.run_id, op=op, peak_tflops=peaks, peak_tbs=peak_tbs)
-            return rows_result(json_rows(df, top=top), total=df.height)
+            return rows_result(json_rows(df, top=top), total=df.height, note=_graph_note(wh, ref))
 
         return await calls.run(work)
 

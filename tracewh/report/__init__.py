@@ -22,7 +22,7 @@ from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.runsel import RunSelector
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
-from tracewh.report.modules_section import collect_modules, modules_section
+from tracewh.report.modules_section import collect_modules, graph_note, modules_section
 from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
 from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
@@ -93,9 +93,11 @@ def build_report(
         history = side.submit(collect_history, wh, since=since, run=ref.run_id)
         data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
         data.roofline = roofline.result()
+        # the graph replays' match quality: beside the roofline's and the layers' attribution
+        note = data.extra["graph_note"] = graph_note(wh, data.ref or data.run_id)
         sections = run_sections(data)
         renderer.add(sections)
-        sections.append(modules_section(collect_modules(wh, data.ref or data.run_id)))
+        sections.append(modules_section(collect_modules(wh, data.ref or data.run_id, note=note)))
         sections.append(memory_section(collect_memory(wh, data.ref or data.run_id)))
         sections += history_sections(history.result())
         if compare is not None:

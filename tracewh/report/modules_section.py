@@ -68,8 +68,11 @@ def layer_group(tree: pl.DataFrame) -> tuple[int, str | None, str | None] | None
     return (int(wide["depth"].min()) if not wide.is_empty() else 1), None, None  # type: ignore[arg-type]
 
 
-def collect_modules(wh: Any, run_id: Any) -> ModuleData | None:
-    """The module tree of ``run_id`` (or a RunRef); ``None`` without a ``modules`` method."""
+def collect_modules(wh: Any, run_id: Any, *, note: str | None = None) -> ModuleData | None:
+    """The module tree of ``run_id`` (or a RunRef); ``None`` without a ``modules`` method.
+
+    ``note``: the run's :func:`graph_note`, where the caller has it already (else asked here).
+    """
     method = getattr(wh, "modules", None)
     if method is None:
         return None
@@ -77,7 +80,8 @@ def collect_modules(wh: Any, run_id: Any) -> ModuleData | None:
         tree: pl.DataFrame = method(run_id)
     except TracewhError:
         return None
-    note = graph_note(wh, run_id)
+    if note is None:
+        note = graph_note(wh, run_id)
     group = layer_group(tree)
     if group is None:
         return ModuleData(tree, None, graph_note=note)
@@ -196,5 +200,5 @@ def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
         ], limit=60)])
 
 
-__all__ = ["ModuleData", "collect_modules", "layer_chart", "layer_group", "layer_sentence", "layers",
+__all__ = ["ModuleData", "collect_modules", "graph_note", "layer_chart", "layer_group", "layer_sentence", "layers",
            "modules_section"]

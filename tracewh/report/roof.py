@@ -108,8 +108,13 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
         title=chart_title(f"Roofline: {pts.height} operator shapes", sub), width=WIDTH - 120, height=380)
 
 
-def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:
-    """The report section: the chart and the operators with the most GPU time."""
+def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "", graph_note: str = "") -> Any:
+    """The report section: the chart and the operators with the most GPU time.
+
+    ``graph_note``: how the run's graph replays map to their captures (match quality,
+    :func:`tracewh.query.graphalign.match_note`); said beside the operators, whose GPU time
+    comes through the capture for replayed ops (as ``tracewh roofline`` says it).
+    """
     key = f"{prefix}roofline"
     if rows is None:
         return Section(key, "Roofline", None, "no roofline data (the warehouse has no roofline)")
@@ -125,6 +130,8 @@ def roofline_section(rows: pl.DataFrame | None, *, prefix: str = "") -> Any:
     if above:
         text += (f" {above} row(s) above 100 % of peak are flagged (no device achieves that); "
                  "their note gives the likely cause.")
+    if graph_note:
+        text = f"{text} {graph_note[:1].upper()}{graph_note[1:]}.".strip()
     from tracewh.analysis.roofline import flag_above_peak
 
     return Section(

@@ -18,7 +18,9 @@ def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
     """The sections of one run: kernels, categories, timeline, idle, launches, steps, ranks,
     and the roofline when it was collected."""
     p = prefix
-    roof = [roofline_section(data.roofline, prefix=p)] if data.roofline is not None else []
+    note = data.extra.get("graph_note")  # the graph replays' match quality, where collected
+    roof = ([roofline_section(data.roofline, prefix=p, graph_note=note if isinstance(note, str) else "")]
+            if data.roofline is not None else [])
     found = data.extra.get("critical_path")
     cpath = found if isinstance(found, pl.DataFrame) else pl.DataFrame()
     return [

@@ -24,7 +24,7 @@ from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.report import charts, render
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
-from tracewh.report.modules_section import collect_modules, modules_section
+from tracewh.report.modules_section import collect_modules, graph_note, modules_section
 from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.sections import (
     diff_section,
@@ -187,7 +187,8 @@ def _run_page(wh: WarehouseLike, run_id: str, *, threshold_ns: int) -> tuple[str
     """A run's page: its HTML, its number of charts and its row of the index."""
     data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
     data.roofline = collect_roofline(wh, data.ref or run_id)  # as the report and the CLI have it
-    secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id)),
+    note = data.extra["graph_note"] = graph_note(wh, data.ref or run_id)  # match quality
+    secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id, note=note)),
             memory_section(collect_memory(wh, data.ref or run_id))]
     body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
     n = _append_sections(body, secs)
