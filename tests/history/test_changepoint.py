@@ -141,3 +141,36 @@ def test_agrees_with_otava_on_clear_changes() -> None:
     theirs = json.loads(res.stdout)["found"]
     ours = [[c.index for c in cp.detect(y)] for y in cases]
     assert ours == theirs
+
+
+def test_a_long_series_is_searched_in_linear_time_and_memory() -> None:
+    """Beyond EXACT_MAX runs the candidate is the largest t split (no n x n matrix); the
+    segments the recursion cuts to EXACT_MAX runs or fewer are searched exhaustively."""
+    rng = random.Random(21)
+    n = 4 * cp.EXACT_MAX
+    y = _series(rng, n, 0.03, {611: 0.10})
+    assert [c.index for c in cp.detect(y)] == [611]
+    ys = np.log(np.asarray(y))
+    ser = cp._Series(ys, np.zeros(n), 0.0)
+    prm = cp._Params(0.01, 3, 1, 0.0, 2)
+    pos = cp._positions(0, n, n, prm)
+    tau, kappa = cp._candidate(ser, 0, n, pos)  # type: ignore[misc]
+    assert ser._p is None and kappa == n
+    # the largest t statistic by a plain computation, at every admissible split
+    best = max(pos, key=lambda t: abs(ys[t:].mean() - ys[:t].mean()) / math.sqrt(
+        (((ys[:t] - ys[:t].mean()) ** 2).sum() + ((ys[t:] - ys[t:].mean()) ** 2).sum())
+        / (n - 2) * (1 / t + 1 / (n - t))))
+    assert tau == best == 611
+    s, e = 500, 500 + 40  # a short segment of the long series: E-divisive, exhaustively
+    short = [float(v) for v in ys]
+    inner = cp._positions(s, e, n, prm)
+    want = max((_naive_q(short, s, t, k), t, k) for t in inner for k in range(t + 1, e + 1))
+    assert cp._candidate(ser, s, e, inner) == (want[1], want[2]) and ser._p is None
+
+
+def test_long_noise_series_raise_nothing() -> None:
+    alarms = 0
+    for seed in range(40):
+        rng = random.Random(500 + seed)
+        alarms += bool(cp.detect(_series(rng, rng.randint(300, 1500), 0.03, {})))
+    assert alarms == 0

@@ -10,7 +10,16 @@ The detector finds the runs where a per-run metric (a kernel's time per step, th
    ``m = tau - s``, ``k = kappa - tau``, ``B`` the sum of the distances ``|x_i - x_j|`` across
    the split and ``W_L``, ``W_R`` those within each side (both orders). The candidate is the
    ``tau`` of the largest ``Q`` over every ``(tau, kappa)``. All sums come from one 2-D prefix
-   sum of the distance matrix, so a segment costs ``O(len^2)`` vectorised operations.
+   sum of the distance matrix, so a segment costs ``O(len^2)`` vectorised operations: this
+   exhaustive search is done in segments of at most :data:`EXACT_MAX` (256) runs. In a
+   longer segment the candidate is the split of largest t statistic (step 2's, without the
+   correction) of ``[s, tau)`` against ``[tau, e)``, from prefix sums in ``O(len)``: binary
+   segmentation, whose splits cut the series down to segments searched exhaustively. A
+   series of ``n`` runs then costs ``O(n)`` per level of the recursion, not ``O(n^2)`` time
+   and memory (a history of 10,000 runs per series would need an 800 MB distance matrix).
+   A change later undone (a bump) inside a segment longer than 256 runs is found once the
+   recursion has cut a segment of at most 256 runs around it, or when it moves the mean of
+   the whole segment significantly.
 2. **Significance: a two-sample t-test corrected for the search.** The candidate splits the
    segment into a left and a right part; their means are compared with Student's t-test on
    the pooled variance (so a right part of one run, the newest night, can be tested). The
@@ -45,13 +54,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
 from tracewh.history.options import DEFAULT_ALPHA as DEFAULT_ALPHA
+from tracewh.history.segments import EXACT_MAX as EXACT_MAX
+from tracewh.history.segments import FloatArray
+from tracewh.history.segments import Params as _Params
+from tracewh.history.segments import Series as _Series
+from tracewh.history.segments import candidate as _candidate
+from tracewh.history.segments import positions as _positions
+from tracewh.history.segments import t_stats as _t_stats
 from tracewh.history.stats import student_t_sf2
-
-FloatArray = NDArray[np.float64]
-
 
 
 @dataclass(frozen=True)
@@ -93,87 +105,6 @@ class ChangePoint:
         return self.after / self.before - 1.0 if self.before else None
 
 
-class _Series:
-    """One series' prefix sums: sums, squares, noise and (built on first use) distances."""
-
-    def __init__(self, y: FloatArray, noise_var: FloatArray, floor: float) -> None:
-        self.y = y
-        self.s1 = np.concatenate(([0.0], np.cumsum(y)))
-        self.s2 = np.concatenate(([0.0], np.cumsum(y * y)))
-        self.nv = np.concatenate(([0.0], np.cumsum(noise_var)))
-        self.floor = floor  # least noise variance: identical values are not infinitely sure
-        self._p: FloatArray | None = None
-
-    @property
-    def p(self) -> FloatArray:
-        """2-D prefix sum of the distance matrix ``|y_i - y_j|``."""
-        if self._p is None:
-            y = self.y
-            n = y.size
-            p = np.zeros((n + 1, n + 1))
-            p[1:, 1:] = np.abs(y[:, None] - y[None, :]).cumsum(axis=0).cumsum(axis=1)
-            self._p = p
-        return self._p
-
-    def block(self, a0: NDArray[np.int64] | int, a1: NDArray[np.int64] | int,
-              b0: NDArray[np.int64] | int, b1: NDArray[np.int64] | int) -> FloatArray:
-        """Sum of distances over rows ``[a0, a1)`` and columns ``[b0, b1)``."""
-        p = self.p
-        out: FloatArray = p[a1, b1] - p[a0, b1] - p[a1, b0] + p[a0, b0]
-        return out
-
-    def sse(self, a: int, b: int) -> float:
-        """Sum of squared deviations from the mean over ``[a, b)``."""
-        n = b - a
-        if n <= 0:
-            return 0.0
-        s = self.s1[b] - self.s1[a]
-        return float(max(0.0, self.s2[b] - self.s2[a] - s * s / n))
-
-    def mean(self, a: int, b: int) -> float:
-        return float((self.s1[b] - self.s1[a]) / (b - a))
-
-
-@dataclass(frozen=True)
-class _Params:
-    alpha: float
-    min_size: int
-    tail_size: int
-    min_change: float
-    refine: int
-
-
-def _positions(s: int, e: int, n: int, prm: _Params) -> range:
-    """Admissible split positions of segment ``[s, e)`` (a short last part only at the end)."""
-    right = prm.tail_size if e == n else prm.min_size
-    return range(s + prm.min_size, e - right + 1)
-
-
-def _candidate(ser: _Series, s: int, e: int, pos: range) -> tuple[int, int] | None:
-    """The E-divisive split of ``[s, e)``: the ``(tau, kappa)`` maximising ``Q(tau, kappa)``."""
-    if len(pos) == 0:
-        return None
-    taus = np.arange(pos.start, pos.stop, dtype=np.int64)[:, None]
-    kappas = np.arange(s + 1, e + 1, dtype=np.int64)[None, :]
-    m = (taus - s).astype(np.float64)
-    k = (kappas - taus).astype(np.float64)
-    valid = k >= 1
-    between = ser.block(s, taus, taus, kappas)
-    w_left = ser.block(s, taus, s, taus)
-    w_right = ser.block(taus, kappas, taus, kappas)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e_stat = (
-            2.0 * between / (m * k)
-            - np.where(m > 1, w_left / (m * (m - 1.0)), 0.0)
-            - np.where(k > 1, w_right / (k * (k - 1.0)), 0.0)
-        )
-        q = np.where(valid, m * k / (m + k) * e_stat, -np.inf)
-    if not np.isfinite(q).any():
-        return None
-    i, j = np.unravel_index(int(np.nanargmax(q)), q.shape)
-    return pos.start + int(i), s + 1 + int(j)
-
-
 @dataclass(frozen=True)
 class _Test:
     p_value: float
@@ -211,22 +142,6 @@ def _accept(ser: _Series, log: bool, t: _Test, prm: _Params) -> bool:
     return t.p_value <= prm.alpha and _rel_change(ser, log, t) >= prm.min_change
 
 
-def _t_stats(ser: _Series, s: int, taus: NDArray[np.int64], ends: NDArray[np.int64]) -> FloatArray:
-    """|t| of the pooled test of ``[s, tau)`` against ``[tau, end)``, for arrays of both."""
-    n1 = (taus - s).astype(np.float64)
-    n2 = (ends - taus).astype(np.float64)
-    s1, s2 = ser.s1, ser.s2
-    left, right = s1[taus] - s1[s], s1[ends] - s1[taus]
-    sse = (s2[taus] - s2[s] - left * left / n1) + (s2[ends] - s2[taus] - right * right / n2)
-    df = n1 + n2 - 2.0
-    within = (ser.nv[ends] - ser.nv[s]) / (n1 + n2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        var = np.maximum(np.maximum(np.maximum(sse, 0.0) / df, within), ser.floor)
-        diff = np.abs(right / n2 - left / n1)
-        t: FloatArray = np.where(df > 0, diff / np.sqrt(var * (1.0 / n1 + 1.0 / n2)), 0.0)
-    return t
-
-
 def _z_crit(level: float) -> float:
     """The ``z`` with two-sided normal tail ``level`` (bisection on ``erfc``)."""
     lo, hi = 0.0, 40.0
@@ -251,6 +166,8 @@ def _prescreen(ser: _Series, n: int, prm: _Params) -> bool:
     pos = _positions(0, n, n, prm)
     if len(pos) == 0 or n < 3:
         return False
+    if n > EXACT_MAX:  # the first candidate costs O(n) (_linear_candidate): nothing to spare
+        return True
     taus = np.arange(pos.start, pos.stop, dtype=np.int64)
     t_full = float(_t_stats(ser, 0, taus, np.full_like(taus, n)).max())
     if min(1.0, student_t_sf2(t_full, n - 2) * len(pos)) <= prm.alpha:

@@ -88,9 +88,16 @@ def assign_workloads(
     workload: list[str] = []
     by: list[str] = []
     sim_out: list[float | None] = []
-    fp_rows: list[int] = []  # rows with a fingerprint, in order
+    # each distinct signature once, with the first row that had it: a run's most similar
+    # earlier run is the first row of the most similar earlier signature (the earliest row
+    # of greatest similarity), and a signature seen before is that row at similarity 1;
+    # nightly runs of one workload repeat their signature, so this compares distinct
+    # signatures, not every pair of runs (quadratic in the runs)
+    first_row: dict[tuple[int, ...], int] = {}
     width = max((len(s) for s in sigs if s), default=0)
     mat = np.zeros((len(ids), max(width, 1)), dtype=np.int64)
+    n_distinct = 0
+    distinct_row: list[int] = []
     for i, (rid, lab, sig) in enumerate(zip(ids, labels, sigs, strict=True)):
         if lab is not None:
             workload.append(lab)
@@ -102,13 +109,18 @@ def assign_workloads(
             by.append("none")
             sim_out.append(None)
             continue
-        mat[i] = sig
-        best, best_sim = None, -1.0
-        if fp_rows:
-            earlier = np.asarray(fp_rows)
-            sims = (mat[earlier] == mat[i]).mean(axis=1)
-            j = int(np.argmax(sims))
-            best, best_sim = int(earlier[j]), float(sims[j])
+        key = tuple(sig)
+        best, best_sim = first_row.get(key), 1.0
+        if best is None:
+            mat[n_distinct] = sig
+            best_sim = -1.0
+            if n_distinct:
+                sims = (mat[:n_distinct] == mat[n_distinct]).mean(axis=1)
+                j = int(np.argmax(sims))
+                best, best_sim = distinct_row[j], float(sims[j])
+            first_row[key] = i
+            distinct_row.append(i)
+            n_distinct += 1
         if best is not None and best_sim >= threshold:
             workload.append(workload[best])
             sim_out.append(best_sim)
@@ -116,7 +128,6 @@ def assign_workloads(
             workload.append(f"fp:{rid[:8]}")
             sim_out.append(None)
         by.append("fingerprint")
-        fp_rows.append(i)
     out = df.select("run_id", "job", "rank", "device_name", "backend", "world_size").with_columns(
         pl.Series("workload", workload, dtype=pl.String),
         pl.Series("workload_by", by, dtype=pl.String),
