@@ -38,7 +38,7 @@ def report(
     run: list[str] | None = run_option("Run selector (default: latest). With --site, each --run adds the runs it matches; without --site, repeated terms combine (a run must match all)."),
     compare: str | None = typer.Option(None, "--compare", metavar="SEL", help="Also compare the run (A) with this run (B): a diff section read as `tracewh diff A B` (deltas B - A), each side named with its device."),
     level: str = typer.Option("short_name", "--level", "-l", metavar="|".join(LEVELS), help="What the --compare section compares: kernel, short_name, category or op (CPU operator and input shapes)."),
-    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="History window: 90d, 12w or YYYY-MM-DD (default: all runs, as history)."),
+    since: str | None = typer.Option(None, "--since", metavar="WHEN", help="History window: 90d, 12w (counted back from the latest run's day, as history and changes) or YYYY-MM-DD (default: all runs). The runs it leaves out are counted in the output and the history section."),
     out: Path | None = typer.Option(None, "--out", "-o", metavar="PATH", help="Write report.md, report.html and charts/ into the folder PATH."),
     site: Path | None = typer.Option(None, "--site", metavar="PATH", help="Write a static site (index, a page per run, history, diff) into the folder PATH."),
     limit: int = typer.Option(20, "--limit", metavar="N", help="Runs in the --site when no --run is given (latest first)."),
@@ -76,6 +76,8 @@ def _report(
                    f"{len(result.charts)} charts in {time.perf_counter() - t0:.1f} s")
         if result.empty:
             typer.echo(f"  no data for: {', '.join(result.empty)}")
+        for line in result.notes:
+            note(line)
     if site is not None:
         t0 = time.perf_counter()
         built = build_site(wh, site, runs=run or None, limit=limit, since=since)

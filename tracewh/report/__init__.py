@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracewh import __version__
@@ -26,19 +26,21 @@ from tracewh.report.modules_section import collect_modules, graph_note, modules_
 from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
 from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
-from tracewh.report.trends import collect_history
+from tracewh.report.trends import collect_history, history_window
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
 
 
 @dataclass(frozen=True)
 class ReportResult:
-    """What :func:`build_report` wrote: the folder, its files, the charts drawn and the sections left empty."""
+    """What :func:`build_report` wrote: the folder, its files, the charts drawn, the sections left
+    empty and notes on what it left out (the runs before the ``since`` window)."""
 
     folder: Path
     files: list[Path]
     charts: list[str]
     empty: list[str]
+    notes: list[str] = field(default_factory=list)  # what the report left out (--since window)
 
 
 def build_report(
@@ -66,8 +68,10 @@ def build_report(
     compare
         Optional run selector to compare ``run`` against (a diff section).
     since
-        History window (e.g. ``90d``), passed to ``Warehouse.history`` where it exists;
-        ``None``: all runs.
+        History window (``90d``, ``12w``: counted back from the latest run's day; a date;
+        ``None`` or ``all``: all runs), for ``Warehouse.history`` and ``changes`` where they
+        exist; the runs of the workload it leaves out are counted in the history section's
+        note and in :attr:`ReportResult.notes`.
     level
         What the comparison with ``compare`` groups by: ``kernel``, ``short_name``,
         ``category`` or ``op`` (CPU operator and input shapes, across hardware).
@@ -90,7 +94,10 @@ def build_report(
             ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
         roofline = side.submit(collect_roofline, wh, ref)
-        history = side.submit(collect_history, wh, since=since, run=ref.run_id)
+        # the --since window counts back from the latest run (as history and changes) and
+        # says how many runs of the workload it leaves out
+        first, window = history_window(wh, since, run=ref.run_id)
+        history = side.submit(collect_history, wh, since=first, run=ref.run_id, window_note=window)
         data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
         data.roofline = roofline.result()
         # the graph replays' match quality: beside the roofline's and the layers' attribution
@@ -119,4 +126,4 @@ def build_report(
     files = [folder.absolute() / p.relative_to(tmp) for p in written]
     charts = [s.key for s in sections if s.chart is not None]
     empty = [s.key for s in sections if s.chart is None]
-    return ReportResult(folder.absolute(), files, charts, empty)
+    return ReportResult(folder.absolute(), files, charts, empty, [window] if window else [])

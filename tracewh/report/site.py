@@ -34,7 +34,7 @@ from tracewh.report.sections import (
 )
 from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
 from tracewh.report.tables import Section
-from tracewh.report.trends import collect_history
+from tracewh.report.trends import collect_history, history_window
 
 BUNDLE = "assets/vega.js"
 
@@ -99,7 +99,9 @@ def _build_site(
         # one history per workload (newest run of each, at most HISTORY_WORKLOADS): runs of
         # unrelated workloads are never drawn in one series
         heads = _workload_heads(wh, run_ids)
-        hists = [pool.submit(collect_history, wh, since=since, run=r) for r in heads]
+        windows = [history_window(wh, since, run=r) for r in heads]  # from the latest run
+        hists = [pool.submit(collect_history, wh, since=first, run=r, window_note=note)
+                 for r, (first, note) in zip(heads, windows, strict=True)]
         built = pool.map(lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns), run_ids)
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")

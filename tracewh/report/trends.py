@@ -7,6 +7,7 @@ drawn on it and the points of a metric ``Warehouse.check`` finds regressed flagg
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from tracewh.report.memory_history import KEY as MEMORY_KEY
 from tracewh.report.memory_history import memory_series
 from tracewh.report.protocol import WarehouseLike, as_frame
 
-__all__ = ["Trend", "collect_history"]
+__all__ = ["Trend", "collect_history", "history_window"]
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,56 @@ def _marks(rows: list[dict[str, Any]], start: dict[str, int]) -> pl.DataFrame:
         pl.from_epoch("time", time_unit="ns").alias("time"), "label")
 
 
+def history_window(wh: WarehouseLike, since: str | dt.date | None, *, run: str | None = None
+                   ) -> tuple[dt.date | None, str]:
+    """The first day of the report's ``--since`` window and what it leaves out, in words.
+
+    Relative forms (``90d``) count back from the latest run's day, as ``history`` and
+    ``changes`` do (as :func:`tracewh.history.series.window_start`): a warehouse of older runs
+    is not an empty window. The sentence says how many runs of the reported run's workload
+    (else of the warehouse) lie before the window and how to include them; "" when none do.
+    ``(None, "")`` without a window (``None`` or ``all``).
+    """
+    from tracewh.query.runsel import parse_since
+
+    if since is None or (isinstance(since, str) and since.strip().lower() == "all"):
+        return None, ""
+    try:
+        info = wh.runs()
+    except TracewhError:
+        return None, ""
+    if "day" not in info.columns or info.is_empty():
+        return None, ""
+    top = info["day"].max()
+    latest = top if isinstance(top, dt.date) else None
+    first = parse_since(since, today=latest)
+    whose = ""
+    if "workload" in info.columns:
+        ref = run if run is not None and run in set(info["run_id"]) else info["run_id"][0]
+        workload = info.filter(pl.col("run_id") == ref)["workload"][0]
+        if workload is not None:
+            info = info.filter(pl.col("workload") == workload)
+            whose = f" of workload {workload}"
+    before = info.filter(pl.col("day") < first).height
+    if not before:
+        return first, ""
+    counted = (f", counted back from the latest run ({latest.isoformat()})"
+               if latest is not None and isinstance(since, str) and not _is_date(since) else "")
+    return first, (f"left out: {before} run(s){whose} before {first.isoformat()} (the --since "
+                   f"window{counted}); --since all, or no --since, includes them")
+
+
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def collect_history(
-    wh: WarehouseLike, *, since: str | None, run: str | None = None, max_regressions: int = 3
+    wh: WarehouseLike, *, since: str | dt.date | None, run: str | None = None,
+    max_regressions: int = 3, window_note: str = "",
 ) -> list[Trend] | None:
     """Step time over runs with its change points, then one trend per recent alert group.
 
@@ -86,7 +135,9 @@ def collect_history(
     come from ``Warehouse.changes`` (each drawn as a rule labelled with its alert group);
     the groups shown are the ``max_regressions`` most recent, each by its largest kernel or
     category, and points of a metric ``Warehouse.check`` finds regressed for ``run`` are
-    flagged from the change's first run on.
+    flagged from the change's first run on. ``window_note`` (:func:`history_window`: the
+    runs the ``since`` window leaves out) is added to the first trend's note; when the
+    window leaves every run out, it is that trend's only content.
     """
     history = getattr(wh, "history", None)
     if history is None:
@@ -95,11 +146,14 @@ def collect_history(
         steps = as_frame(history(since=since))
     except TracewhError:
         return None
+    nothing = [Trend("Step time per run", pl.DataFrame(), note=_cap(window_note) + ".")] if window_note else []
     if steps is None or steps.is_empty():
-        return []
+        return nothing
     steps, workload, note = _one_workload(wh, steps, run)
     if steps.is_empty():
-        return []
+        return nothing
+    if window_note:
+        note = f"{note} {_cap(window_note)}." if note else f"{_cap(window_note)}."
     start = dict(zip(steps["run_id"].to_list(), steps["start_ns"].to_list(), strict=True))
     rows: list[dict[str, Any]] = []
     changes = getattr(wh, "changes", None)
@@ -172,3 +226,7 @@ def _trend(frame: pl.DataFrame, value: str, flag_from: set[str | None]) -> pl.Da
         .with_columns((pl.col("time") >= pl.col("flag_from")).fill_null(False).alias("regression"))
         .drop("flag_from")
     )
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
