@@ -12,7 +12,8 @@
    folder outside the checkout, ``pip install ARTIFACT`` (the base install, no extra), and in
    that folder, with nothing of the checkout on ``sys.path``: ``tracewh --version``, ``ingest``
    of a copy of the sample, ``kernels --format json`` (the same rows as the reference), every
-   table command, ``report`` (refused in one line without the report extra); then
+   table command, ``export`` and ``flame`` (they write their files: no extra needed),
+   ``report`` (refused in one line without the report extra); then
    ``pip install 'ARTIFACT[report]'`` and ``report`` again (it writes report.html).
 5. Without a C compiler (the sdist built with ``CC=false``): the build says so in one line,
    ingest says so once and gives the same rows.
@@ -195,6 +196,10 @@ def smoke(kind: str, artifact: Path, work: Path, expected: list[dict[str, object
         done = run([tracewh, *args, *where], cwd=home, env=env, ok=(0, 1) if name == "check" else (0,))
         if not done.stdout.strip():
             raise Failed(f"{kind}: tracewh {name} printed nothing")
+    for name, written in (("export", home / "run.json.gz"), ("flame", home / "gpu.folded")):
+        run([tracewh, name, "-w", wh, "--out", written], cwd=home, env=env)
+        if not written.is_file() or written.stat().st_size == 0:
+            raise Failed(f"{kind}: tracewh {name} wrote no {written.name} in the base install")
     refused = run([tracewh, "report", "-w", wh, "--out", home / "report"], cwd=home, env=env, ok=(2,))
     if "tracewh[report]" not in refused.stderr or len(refused.stderr.strip().splitlines()) != 1:
         raise Failed(f"{kind}: report without the extra: {refused.stderr!r}")
@@ -207,7 +212,8 @@ def smoke(kind: str, artifact: Path, work: Path, expected: list[dict[str, object
     if not html.is_file() or html.stat().st_size < 10_000:
         raise Failed(f"{kind}: report wrote no report.html")
     log(f"{kind}: --version, ingest ({len(summary['ingested'])} files), kernels --format "
-        f"json (= checkout, {len(expected)} rows), {len(TABLES)} table commands, report "
+        f"json (= checkout, {len(expected)} rows), {len(TABLES)} table commands, export and "
+        f"flame (base install), report "
         f"(refused without the extra, written with it), mcp (refused without the extra) in {time.perf_counter() - t0:.0f} s")
 
 

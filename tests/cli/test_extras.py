@@ -22,8 +22,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-@pytest.mark.parametrize("command", [["report", "--out", "{tmp}/r"], ["export", "--out", "{tmp}/e.json"],
-                                     ["flame", "--out", "{tmp}/f.folded"]])
+@pytest.mark.parametrize("command", [["report", "--out", "{tmp}/r"]])
 def test_report_commands_without_the_extra_name_it(
     traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
@@ -43,6 +42,27 @@ def test_report_commands_without_the_extra_name_it(
         "pip install 'tracewh[report]'"
     ]
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("command", "written"), [
+    (["export", "--out", "{tmp}/e.json"], "e.json"), (["flame", "--out", "{tmp}/f.folded"], "f.folded"),
+])
+def test_exports_need_no_extra(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], written: str
+) -> None:
+    """`tracewh export` and `flame` write their file without the report extra (Polars only)."""
+    wh = tmp_path / "wh"
+    assert Warehouse(wh).ingest([traces / "t1.pt.trace.json.gz"]).ok
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name in ("altair", "vl_convert") else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    res = CliRunner().invoke(app, [*args, "-w", str(wh)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / written).stat().st_size > 0
 
 
 def test_ingest_without_the_c_extension_says_so_once(
@@ -81,11 +101,12 @@ _TABLES_PROBE = """
 import json, sys
 from typer.testing import CliRunner
 from tracewh.cli import app
-wh = sys.argv[1]
+wh, out = sys.argv[1], sys.argv[2]
 commands = [["runs"], ["verify"], ["kernels"], ["gaps"], ["launches"], ["queue"], ["steps"],
             ["ops"], ["memcpy"], ["breakdown"], ["ranks"], ["modules"], ["annotations"],
             ["memory"], ["roofline"], ["history"], ["check"], ["changes"], ["collectives"],
-            ["critical-path"], ["sql", "SHOW TABLES"]]
+            ["critical-path"], ["sql", "SHOW TABLES"],
+            ["export", "--out", out + "/run.json.gz"], ["flame", "--out", out + "/gpu.folded"]]
 codes = {" ".join(c): CliRunner().invoke(app, [*c, "-w", wh]).exit_code for c in commands}
 codes["schema"] = CliRunner().invoke(app, ["schema"]).exit_code
 loaded = sorted(m for m in ("altair", "vl_convert", "torch", "dask", "s3fs", "mcp") if m in sys.modules)
@@ -94,16 +115,18 @@ print(json.dumps({"codes": codes, "loaded": loaded}))
 
 
 def test_every_table_command_needs_no_extra(traces: Path, tmp_path: Path) -> None:
-    """`pip install tracewh` alone prints every table: no command of them imports an extra."""
+    """`pip install tracewh` alone prints every table and writes the exports (Perfetto trace,
+    flame graph): no command of them imports an extra."""
     import json
     import subprocess
     import sys
 
     wh = tmp_path / "wh"
     assert Warehouse(wh).ingest([traces]).ok
-    done = subprocess.run([sys.executable, "-c", _TABLES_PROBE, str(wh)], capture_output=True,
-                          text=True, check=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", _TABLES_PROBE, str(wh), str(tmp_path)],
+                          capture_output=True, text=True, check=True, timeout=600)
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["loaded"] == [], f"table commands imported extras: {got['loaded']}"
     bad = {c: rc for c, rc in got["codes"].items() if rc not in ((0, 1) if c == "check" else (0,))}
     assert not bad, bad
+    assert (tmp_path / "run.json.gz").stat().st_size > 0 and (tmp_path / "gpu.folded").stat().st_size > 0

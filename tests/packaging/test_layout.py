@@ -51,3 +51,24 @@ def test_metadata_is_declared_once_and_complete() -> None:
     base = {re.split(r"[<>=\[; ]", d)[0].lower() for d in project["dependencies"]}
     assert not base & {"altair", "vl-convert-python", "torch", "dask", "s3fs", "mcp", "mkdocs"}
     assert {"build", "twine"} <= {re.split(r"[<>=\[; ]", d)[0] for d in extras["dev"]}
+
+
+#: The labels PyPI and pip show for a project's URLs (the ones issue 28 names).
+URL_LABELS = {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+#: Hosts of placeholder URLs, never a project's home.
+PLACEHOLDER_HOSTS = re.compile(r"(^|\.)(example\.(com|org|net)|localhost|invalid|test)$|^(127\.|0\.)")
+
+
+def test_project_urls_are_real_or_absent() -> None:
+    """No placeholder URL in the metadata: each is an absolute https URL on a real host, under
+    a label PyPI knows. tracewh declares none yet (no public home; see pyproject.toml)."""
+    from urllib.parse import urlsplit
+
+    urls = PYPROJECT["project"].get("urls", {})
+    assert set(urls) <= URL_LABELS, set(urls) - URL_LABELS
+    for label, url in urls.items():
+        parts = urlsplit(url)
+        assert parts.scheme == "https" and parts.hostname, (label, url)
+        assert not PLACEHOLDER_HOSTS.search(parts.hostname), (label, url)
+    if not urls:  # the reason is written where the URLs would go
+        assert "No [project.urls] yet, on purpose" in (REPO / "pyproject.toml").read_text("utf-8")

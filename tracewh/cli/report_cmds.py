@@ -25,8 +25,9 @@ from tracewh.cli.output import note, run_title, selection_note
 from tracewh.core.errors import MissingExtraError, UsageError
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
-# tracewh.report (Altair, vl-convert, Polars) is imported by the commands that use it
-#: The modules of the report extra (tracewh[report]) that tracewh.report imports.
+# tracewh.report's modules are imported by the commands that use them: `report` needs the
+# report extra (Altair, vl-convert); `export` and `flame` need none (Polars, of the base install)
+#: The modules of the report extra (tracewh[report]) that the report's charts import.
 REPORT_MODULES = ("altair", "vl_convert")
 #: What `tracewh flame --format` writes (tracewh.report.flame.FORMATS).
 FLAME_FORMATS = ("folded", "speedscope")
@@ -123,7 +124,6 @@ def export(
     Example: tracewh export --run latest --out run.json.gz --steps 3-4
     """
     with handle_errors():
-        require_report_extra("export")
         from tracewh.report.export import ExportFilter, export_trace, parse_steps
 
         check_format(fmt, ("text", "json"))
@@ -168,7 +168,6 @@ def flame(
     Example: tracewh flame --out gpu.speedscope.json --file-format speedscope
     """
     with handle_errors():
-        require_report_extra("flame")
         from tracewh.report.flame import write_flame
 
         fmt = renamed_option(legacy_format, file_format, old="--format", new="--file-format",

@@ -5,125 +5,32 @@
 - :func:`tracewh.report.export.export_trace`: back to Chrome/Perfetto trace JSON
 - :func:`tracewh.report.flame.write_flame`: GPU time as flame-graph stacks
 
-Charts are Altair specs rendered offline by vl-convert; nothing here fetches
-from the network. Functions take any object with the ``Warehouse`` methods
-they use (:class:`~tracewh.report.protocol.WarehouseLike`).
+Charts are Altair specs rendered offline by vl-convert (the ``report`` extra); nothing here
+fetches from the network. Functions take any object with the ``Warehouse`` methods they use
+(:class:`~tracewh.report.protocol.WarehouseLike`).
+
+Importing this package imports no chart library: ``build_report`` and ``ReportResult``
+(:mod:`tracewh.report.build`) load on first use, so the exports (Perfetto trace, flame graph)
+work in a base install (``pip install tracewh``, no extra).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from tracewh import __version__
-from tracewh.core.outdir import check_output_dir, output_dir
-from tracewh.query.runsel import RunSelector
-from tracewh.report.document import ChartRenderer, write_report
-from tracewh.report.memory_section import collect_memory, memory_section
-from tracewh.report.modules_section import collect_modules, graph_note, modules_section
-from tracewh.report.protocol import WarehouseLike, one_snapshot
-from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
-from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
-from tracewh.report.trends import collect_history, history_window
+if TYPE_CHECKING:
+    from tracewh.report.build import ReportResult, build_report
+    from tracewh.report.protocol import WarehouseLike
 
 __all__ = ["ReportResult", "WarehouseLike", "build_report"]
 
-
-@dataclass(frozen=True)
-class ReportResult:
-    """What :func:`build_report` wrote: the folder, its files, the charts drawn, the sections left
-    empty and notes on what it left out (the runs before the ``since`` window)."""
-
-    folder: Path
-    files: list[Path]
-    charts: list[str]
-    empty: list[str]
-    notes: list[str] = field(default_factory=list)  # what the report left out (--since window)
+#: The public names of the package, by the module that defines them (imported on first use).
+_LAZY = {"ReportResult": "build", "build_report": "build", "WarehouseLike": "protocol"}
 
 
-def build_report(
-    wh: WarehouseLike,
-    out: str | Path,
-    *,
-    run: RunSelector = "latest",
-    compare: RunSelector | None = None,
-    since: str | None = None,
-    level: str = "short_name",
-    threshold_ns: int = 30_000,
-) -> ReportResult:
-    """Write a run's report to ``out``: ``report.md``, ``report.html`` and ``charts/``.
-
-    Parameters
-    ----------
-    wh
-        The warehouse.
-    out
-        Output folder: a new or empty folder, or a report tracewh wrote there before (see
-        :mod:`tracewh.core.outdir`; anything else is refused and left as it was), replaced
-        atomically (built beside it, then renamed).
-    run
-        Run selector of the run reported on.
-    compare
-        Optional run selector to compare ``run`` against (a diff section).
-    since
-        History window (``90d``, ``12w``: counted back from the latest run's day; a date;
-        ``None`` or ``all``: all runs), for ``Warehouse.history`` and ``changes`` where they
-        exist; the runs of the workload it leaves out are counted in the history section's
-        note and in :attr:`ReportResult.notes`.
-    level
-        What the comparison with ``compare`` groups by: ``kernel``, ``short_name``,
-        ``category`` or ``op`` (CPU operator and input shapes, across hardware).
-    threshold_ns
-        Kernel-wait threshold of the gap classification, in ns.
-
-    Returns
-    -------
-    ReportResult
-
-    Examples
-    --------
-    >>> build_report(Warehouse("wh"), "reports/latest", compare="5e69")  # doctest: +SKIP
-    """
-    check_output_dir(out, kind="report")  # before any work: refuse early, change nothing
-    # the charts of each group of sections render (threads, outside the GIL) while the
-    # next group's queries run; the two largest queries (the roofline, the history's
-    # change points) run beside the run's own (a connection of their own in a session)
-    with one_snapshot(wh), ChartRenderer() as renderer, \
-            ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
-        ref = wh.resolve_run(run)
-        roofline = side.submit(collect_roofline, wh, ref)
-        # the --since window counts back from the latest run (as history and changes) and
-        # says how many runs of the workload it leaves out
-        first, window = history_window(wh, since, run=ref.run_id)
-        history = side.submit(collect_history, wh, since=first, run=ref.run_id, window_note=window)
-        data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
-        data.roofline = roofline.result()
-        # the graph replays' match quality: beside the roofline's and the layers' attribution
-        note = data.extra["graph_note"] = graph_note(wh, data.ref or data.run_id)
-        sections = run_sections(data)
-        renderer.add(sections)
-        sections.append(modules_section(collect_modules(wh, data.ref or data.run_id, note=note)))
-        sections.append(memory_section(collect_memory(wh, data.ref or data.run_id)))
-        sections += history_sections(history.result())
-        if compare is not None:
-            # the report's run is A, --compare's run B: the direction of `tracewh diff A B`
-            other = wh.resolve_run(compare).run_id
-            sections.append(diff_section(collect_diff(wh, data.run_id, other, level=level),
-                                         data.run_id, other, level=level,
-                                         a_label=run_label(wh, data.run_id),
-                                         b_label=run_label(wh, other)))
-        renderer.add(sections)
-        rendered = renderer.result()
-    title = f"tracewh report: {data.meta.get('file_name') or data.run_id}"
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    generated = f"run {data.run_id} · generated {stamp} by tracewh {__version__}"
-    folder = Path(out)
-    with output_dir(folder, kind="report") as tmp:
-        written = write_report(tmp, title=title, facts=[summary_table(data)],
-                               sections=sections, generated=generated, rendered=rendered)
-    files = [folder.absolute() / p.relative_to(tmp) for p in written]
-    charts = [s.key for s in sections if s.chart is not None]
-    empty = [s.key for s in sections if s.chart is None]
-    return ReportResult(folder.absolute(), files, charts, empty, [window] if window else [])
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracewh.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tracewh.report.{module}"), name)
