@@ -31,6 +31,7 @@ from tracewh.query.db import (
 )
 from tracewh.query.pinned import Pinned
 from tracewh.query.settings import PrivateTemp, QuerySettings
+from tracewh.storage.snapshot import LiveSnapshot
 from tracewh.storage.store import Store, select_files
 
 __all__ = ["Connections"]
@@ -77,8 +78,9 @@ class Connections:
     def session(self) -> Iterator[None]:
         """Read one snapshot through one DuckDB connection for the queries inside.
 
-        Inside ``with wh.session():`` every query of this object reads the Delta logs
-        once (at entry) and reuses one connection (its Parquet metadata cache too);
+        Inside ``with wh.session():`` every query of this object reads each Delta log
+        once (``runs`` at entry, each other table when a query first needs it:
+        :class:`~tracewh.storage.snapshot.LiveSnapshot`) and reuses one connection (its Parquet metadata cache too);
         writes made meanwhile are not seen. A report runs its ~20 queries this way.
         Nested sessions reuse the outer one. Queries from other threads (a report runs some
         side by side) each get a connection of their own over the same snapshot, confined
@@ -99,7 +101,9 @@ class Connections:
             partial = self.store.require(
                 tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
             )
-            live = self.guard_log(lambda: self.store.snapshot_live(tables))
+            # each table's log is read when a query first needs it (runs at once)
+            live = LiveSnapshot(lambda name: self.guard_log(lambda: self.store.table_live(name)),
+                                [n for n, _ in tables])  # fmt: skip
             if not live.get("runs"):
                 raise EmptyWarehouseError(self.store.root)
             if self.store.remote:
@@ -141,11 +145,11 @@ class Connections:
         *,
         days: Collection[date] | None = None,
         since: date | None = None,
-        only: str | None = None,
+        only: str | Collection[str] | None = None,
         own: bool = False,
         reuse: bool = False,
     ) -> duckdb.DuckDBPyConnection:
-        """The catalog over the snapshot (of table ``only`` alone, the rest left empty).
+        """The catalog over the snapshot (of table(s) ``only`` alone, the rest left empty).
 
         Inside a session: the session's connection re-pointed at its snapshot (unless
         ``own``: a new connection over that snapshot). With ``reuse`` (outside a
@@ -160,11 +164,12 @@ class Connections:
         con = reused or (self._catalog() if pinned is None or own else self._session_con(pinned))
         try:
             tables = pinned.tables if pinned is not None else catalog_tables(con)
-            wanted = tables if only is None else [t for t in tables if t[0] == only]
+            names = {only} if isinstance(only, str) else None if only is None else set(only)
+            wanted = tables if names is None else [t for t in tables if t[0] in names]
             partial = self._partial(con, tables)
             if pinned is not None:
-                files = select_files({n: pinned.live[n] for n, _ in wanted}, dict(tables),
-                                     days=days, since=since)
+                files = select_files(pinned.live, dict(tables), days=days, since=since,
+                                     names=[n for n, _ in wanted])
             else:
                 files = self.snapshot(wanted, days=days, since=since)
             if not files.get("runs"):
@@ -249,8 +254,8 @@ class Connections:
             with pinned.lock:
                 pinned.views[id(aux)] = {}
                 pinned.aux[me] = aux
-        files = select_files({n: pinned.live[n] for n, _ in pinned.tables}, dict(pinned.tables),
-                             days=days, since=None)
+        files = select_files(pinned.live, dict(pinned.tables), days=days, since=None,
+                             names=[n for n, _ in pinned.tables])
         try:
             self._shadow(aux, files, reset=True, partial=pinned.partial)
         except duckdb.Error as exc:
@@ -336,8 +341,8 @@ class Connections:
         self, tables: list[TableInfo], *, days: Collection[date] | None, since: date | None
     ) -> dict[str, list[str]]:
         if self._pinned is not None:
-            return select_files({n: self._pinned.live[n] for n, _ in tables},
-                                dict(self._pinned.tables), days=days, since=since)
+            return select_files(self._pinned.live, dict(self._pinned.tables), days=days,
+                                since=since, names=[n for n, _ in tables])
         return self.guard_log(
             lambda: self.store.snapshot_files(days=days, since=since, tables=tables)
         )

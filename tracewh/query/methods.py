@@ -136,7 +136,8 @@ class QueryMethods:
     def run_table(self) -> pl.DataFrame:
         """Every visible run (all ``runs`` columns but ``metadata_json``) with its fingerprint's ``minhash``."""
         out: pl.DataFrame = self.catalog.fetch_own(
-            "SELECT r.* EXCLUDE (metadata_json), f.minhash FROM runs r LEFT JOIN fingerprints f USING (run_id)")
+            "SELECT r.* EXCLUDE (metadata_json), f.minhash FROM runs r LEFT JOIN fingerprints f USING (run_id)",
+            only=("runs", "fingerprints"))
         return out
 
     def resolve_run(self, selector: RunSelector = "latest") -> RunRef:

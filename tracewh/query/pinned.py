@@ -1,6 +1,7 @@
 """The state of an open session (:meth:`tracewh.query.session.Session.session`).
 
-One snapshot (the live files of every table, read once at entry), the connections that
+One snapshot (the live files of every table, each table's log read once, when a query first
+needs it: :class:`~tracewh.storage.snapshot.LiveSnapshot`), the connections that
 read it (the owner thread's confined one, other threads' confined ones, each thread's
 connection for queries that change settings), the files each connection's views point at,
 the results computed once per session, and its private folder of DuckDB temporary files.
@@ -9,7 +10,7 @@ the results computed once per session, and its private folder of DuckDB temporar
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +30,7 @@ class Pinned:
 
     con: duckdb.DuckDBPyConnection
     tables: list[TableInfo]
-    live: dict[str, list[tuple[str, str | None]]]
+    live: Mapping[str, list[tuple[str, str | None]]]
     partial: frozenset[str] = frozenset()  # tables read by column name (Store.require)
     # per connection of the session (by id): the files each of its raw_<table> views reads
     # now (None: unknown; absent or (): the empty placeholder)

@@ -136,10 +136,11 @@ class Session(Connections):
             return run_limited(con, query, fetch, limits, stop=stop)
 
     def fetch_own(
-        self, query: str, params: Mapping[str, Any] | None = None, *, only: str | None = None,
-        kind: Kind = "polars",
+        self, query: str, params: Mapping[str, Any] | None = None, *,
+        only: str | Collection[str] | None = None, kind: Kind = "polars",
     ) -> Any:
-        """The library's own fixed query (not checked); ``only``: that table's snapshot alone."""
+        """The library's own fixed query (not checked); ``only``: that table's (those tables')
+        snapshot alone, the others empty."""
         with self.conn(only=only) as con:
             return fetch_as(con, query, params, kind)
 

@@ -52,6 +52,7 @@ from tracewh.storage.confined import TableBounds
 from tracewh.storage.locks import Locks
 from tracewh.storage.schemas import Schemas
 from tracewh.storage.scratch import scratch_dir
+from tracewh.storage.snapshot import LiveSnapshot
 from tracewh.storage.writes import (
     DuplicateRunError,
     ReaderFactory,
@@ -86,25 +87,34 @@ def select_files(
     *,
     days: Collection[date] | None = None,
     since: date | None = None,
+    names: Collection[str] | None = None,
 ) -> dict[str, list[str]]:
     """The files of a snapshot (:meth:`Store.snapshot_live`) that a query reads.
+
+    ``names``: of those tables only (default: all of ``live``); a table whose files the
+    restriction leaves out entirely is not looked up in ``live`` (a
+    :class:`~tracewh.storage.snapshot.LiveSnapshot` then never reads its log).
 
     With ``days`` and/or ``since``, run-child tables keep only the files of
     those ``day`` partitions (and ``ingest_log`` none: per-run analyses never
     read it); other tables, and run-child tables without partitions, keep every file.
     """
+    from tracewh.schema.arrow import TABLES
+
     restricted = days is not None or since is not None
     wanted = {d.isoformat() for d in days} if days is not None else None
     after = since.isoformat() if since is not None else None
     files: dict[str, list[str]] = {}
-    for name, entries in live.items():
+    for name in names if names is not None else live:
         if restricted and name == "ingest_log":
             files[name] = []
         elif not restricted or not run_child.get(name, False):
-            files[name] = [path for path, _ in entries]
+            files[name] = [path for path, _ in live[name]]
+        elif wanted is not None and not wanted and name in TABLES and TABLES[name].partition_by:
+            files[name] = []  # no day: its log need not be read (a LiveSnapshot reads it lazily)
         else:  # ISO dates compare as text in date order
             files[name] = [
-                path for path, day in entries
+                path for path, day in live[name]
                 # a run-child table without partitions (run_series) is read whole
                 if day is None or ((wanted is None or day in wanted)
                                    and (after is None or day >= after))
@@ -317,10 +327,11 @@ class Store(Writes, Schemas, Locks):
 
     def snapshot_live(
         self, tables: Collection[tuple[str, bool]] | None = None, *, skip: Collection[str] = ()
-    ) -> dict[str, list[tuple[str, str | None]]]:
+    ) -> LiveSnapshot:
         """(file, ``day`` partition value) of each live file of each table's current snapshot.
 
-        ``runs`` is read first: child rows of every run it lists were committed
+        Each table's log is read when first looked up (:class:`LiveSnapshot`); ``runs`` is
+        read first: child rows of every run it lists were committed
         before it, so they are in the child snapshots read afterwards.
         ``tables``: (name, is a run child) of the tables to read (default: the
         schema's); ``skip``: tables left out (empty).
@@ -329,9 +340,11 @@ class Store(Writes, Schemas, Locks):
             from tracewh.schema.arrow import TABLES
 
             tables = [(n, spec.is_run_child) for n, spec in TABLES.items()]
-        names = [n for n, _ in tables]
-        ordered = (["runs"] if "runs" in names else []) + [n for n in names if n != "runs"]
-        return {n: ([] if n in skip else self._live(n)) for n in ordered}
+        return LiveSnapshot(self.table_live, [n for n, _ in tables], skip=list(skip))
+
+    def table_live(self, name: str) -> list[tuple[str, str | None]]:
+        """(file, ``day`` partition value) of each live file of table ``name`` (see :meth:`_live`)."""
+        return self._live(name)
 
     def snapshot_files(
         self,

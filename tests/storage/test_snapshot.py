@@ -1,0 +1,52 @@
+"""tracewh.storage.snapshot: each table's log read once, on first use, runs first."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tracewh.storage.snapshot import LiveSnapshot
+from tracewh.storage.store import select_files
+
+FILES = {
+    "runs": [("runs/a.parquet", None)],
+    "gpu_ops": [("gpu_ops/day=2020-01-01/a.parquet", "2020-01-01"),
+                ("gpu_ops/day=2020-01-02/b.parquet", "2020-01-02")],
+    "run_series": [("run_series/a.parquet", None)],
+    "ingest_log": [("ingest_log/a.parquet", None)],
+}  # fmt: skip
+CHILD = {"runs": False, "gpu_ops": True, "run_series": True, "ingest_log": False}
+
+
+def _snapshot(reads: list[str]) -> LiveSnapshot:
+    def read(name: str) -> list[tuple[str, str | None]]:
+        reads.append(name)
+        return FILES[name]
+
+    return LiveSnapshot(read, ["gpu_ops", "run_series", "runs", "ingest_log"], skip=["ingest_log"])
+
+
+def test_runs_at_once_the_others_on_first_use_and_once() -> None:
+    reads: list[str] = []
+    live = _snapshot(reads)
+    assert reads == ["runs"] and list(live) == ["runs", "gpu_ops", "run_series", "ingest_log"]
+    assert live["gpu_ops"] == FILES["gpu_ops"] and live["gpu_ops"] == FILES["gpu_ops"]
+    assert live["ingest_log"] == [] and live.get("nope") is None
+    assert reads == ["runs", "gpu_ops"] and live.read() == ["runs", "gpu_ops"]
+
+
+def test_no_day_asked_no_partitioned_log_read() -> None:
+    reads: list[str] = []
+    files = select_files(_snapshot(reads), CHILD, days=set())
+    # run_series has no partitions: read whole; gpu_ops: no day wanted, its log never read
+    assert files == {"runs": ["runs/a.parquet"], "gpu_ops": [],
+                     "run_series": ["run_series/a.parquet"], "ingest_log": []}  # fmt: skip
+    assert reads == ["runs", "run_series"]
+    got = select_files(_snapshot([]), CHILD, days={dt.date(2020, 1, 2)}, names=["gpu_ops"])
+    assert got == {"gpu_ops": ["gpu_ops/day=2020-01-02/b.parquet"]}
+
+
+def test_an_unknown_table_is_a_key_error() -> None:
+    with pytest.raises(KeyError):
+        _snapshot([])["events"]

@@ -1,0 +1,59 @@
+"""A snapshot's live files, each table's log read on first use.
+
+A command that reads a few tables (``runs``, ``fingerprints``, ``run_series``) should not
+replay the logs of all of them: at 3,000 runs each run-child table holds thousands of
+files, and listing and checking them was most of a ``tracewh runs``. :class:`LiveSnapshot`
+reads ``runs`` at once and every other table when a query first needs it.
+
+Consistency is the one rule of :mod:`tracewh.storage.store`: a run's child rows are
+committed before its ``runs`` row, so a child table's log read after ``runs`` holds every
+row of each run ``runs`` lists; rows of runs committed since are hidden by the views' join
+on ``runs``. A table's files are read once and kept: every query of a session sees the
+same files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+__all__ = ["LiveFiles", "LiveSnapshot"]
+
+#: (file, its ``day`` partition value) of each live file of one table.
+LiveFiles = list[tuple[str, str | None]]
+
+
+class LiveSnapshot(Mapping[str, LiveFiles]):
+    """Table name -> its live files, read by ``read(name)`` on first use (``runs`` at once).
+
+    ``skip``: tables that count as empty (never read).
+    """
+
+    def __init__(self, read: Callable[[str], LiveFiles], names: Sequence[str], *,
+                 skip: Sequence[str] = ()) -> None:  # fmt: skip
+        self._read = read
+        self._names = (["runs"] if "runs" in names else []) + [n for n in names if n != "runs"]
+        self._skip = frozenset(skip)
+        self._got: dict[str, LiveFiles] = {}
+        self._lock = threading.Lock()
+        if "runs" in self._names:
+            self["runs"]
+
+    def __getitem__(self, name: str) -> LiveFiles:
+        if name not in self._names:
+            raise KeyError(name)
+        with self._lock:  # one read per table, whichever thread asks first
+            if name not in self._got:
+                self._got[name] = [] if name in self._skip else self._read(name)
+            return self._got[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def read(self) -> list[str]:
+        """The tables whose log was read so far."""
+        with self._lock:
+            return [n for n in self._names if n in self._got and n not in self._skip]
