@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tracewh.analysis import memory as _mem
 from tracewh.history.options import ChangesOptions, CheckOptions
 from tracewh.query import macros
+from tracewh.query import options as opts
 from tracewh.query.methods import QueryMethods
 from tracewh.query.runs import LATEST_FIRST
 from tracewh.query.runsel import RunFilter, RunRef, RunSelector
@@ -175,28 +176,29 @@ class Warehouse(QueryMethods):
         return self.macro(call.name, run, **call.params)
 
     def kernels(
-        self, run: RunSelector = "latest", *, cats: Sequence[str] | None = None,
-        group_by: str = "name", by: str = "total", top: int | None = None,
+        self, run: RunSelector = "latest", *, cats: Sequence[str] | None = opts.KernelsOptions.cats,
+        group_by: str = opts.KernelsOptions.group_by, by: str = opts.KernelsOptions.by, top: int | None = None,
     ) -> pl.DataFrame:
-        """Kernel ranking of a run (see ``sql/10_kernels.sql``)."""
+        """Kernel ranking of a run (see ``sql/10_kernels.sql``; options: :class:`~tracewh.query.options.KernelsOptions`)."""
         df = self._analysis(macros.kernels(cats=cats, group_by=group_by, by=by), run)
         return df.head(top) if top else df
 
-    def gaps(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+    def gaps(self, run: RunSelector = "latest", *, threshold_ns: int = opts.GapsOptions.threshold_ns) -> pl.DataFrame:
         """Stream gaps and idle breakdown per (device, stream) (``stream_gaps``)."""
         return self._analysis(macros.gaps(threshold_ns=threshold_ns), run)
 
     def largest_gaps(
-        self, run: RunSelector = "latest", *, n: int = 20, threshold_ns: int = 30_000
+        self, run: RunSelector = "latest", *, n: int = opts.GapsOptions.largest,
+        threshold_ns: int = opts.GapsOptions.threshold_ns,
     ) -> pl.DataFrame:
         """The ``n`` largest gaps with the ops on either side (``largest_gaps``)."""
         return self._analysis(macros.largest_gaps(n=n, threshold_ns=threshold_ns), run)
 
-    def idle_breakdown(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+    def idle_breakdown(self, run: RunSelector = "latest", *, threshold_ns: int = opts.GapsOptions.threshold_ns) -> pl.DataFrame:
         """Idle time by kind per stream and per device (``idle_breakdown``)."""
         return self._analysis(macros.idle_breakdown(threshold_ns=threshold_ns), run)
 
-    def launches(self, run: RunSelector = "latest", *, by: str = "kernel") -> pl.DataFrame:
+    def launches(self, run: RunSelector = "latest", *, by: str = opts.LaunchesOptions.by) -> pl.DataFrame:
         """Launch latency per kernel name, step, launch, the linkage, or graph launch (:func:`tracewh.query.macros.launches`)."""
         return self._analysis(macros.launches(by=by), run)
 
@@ -204,23 +206,24 @@ class Warehouse(QueryMethods):
         """Outstanding GPU ops per stream over time (``queue_depth``)."""
         return self._analysis(macros.queue_depth(), run)
 
-    def steps(self, run: RunSelector = "latest", *, threshold_ns: int = 30_000) -> pl.DataFrame:
+    def steps(self, run: RunSelector = "latest", *, threshold_ns: int = opts.StepsOptions.threshold_ns) -> pl.DataFrame:
         """Per step, by launch: wall, GPU busy/idle/tail, idle parts, top kernel (``step_summary``)."""
         return self._analysis(macros.steps(threshold_ns=threshold_ns), run)
 
-    def ops(self, run: RunSelector = "latest", *, cpu: bool = False) -> pl.DataFrame:
+    def ops(self, run: RunSelector = "latest", *, cpu: bool = opts.OpsOptions.cpu) -> pl.DataFrame:
         """GPU time per CPU operator and input shapes, or CPU-side op time with ``cpu``."""
         return self._analysis(macros.ops(cpu=cpu), run)
 
     def modules(
-        self, run: RunSelector = "latest", *, depth: int | None = None, top: int | None = None
+        self, run: RunSelector = "latest", *, depth: int | None = opts.ModulesOptions.depth,
+        top: int | None = None,
     ) -> pl.DataFrame:
         """GPU time per nn.Module as a tree (:func:`tracewh.query.macros.modules`)."""
         return self._analysis(macros.modules(depth=depth, top=top), run)
 
     def annotations(
-        self, run: RunSelector = "latest", *, gpu: bool = False, depth: int | None = None,
-        top: int | None = None,
+        self, run: RunSelector = "latest", *, gpu: bool = opts.AnnotationsOptions.gpu,
+        depth: int | None = opts.AnnotationsOptions.depth, top: int | None = None,
     ) -> pl.DataFrame:
         """GPU time per user annotation as a tree (:func:`tracewh.query.macros.annotation_tree`)."""
         return self._analysis(macros.annotation_tree(gpu=gpu, depth=depth, top=top), run)
@@ -243,19 +246,20 @@ class Warehouse(QueryMethods):
         return self._analysis(macros.breakdown(), run)
 
     def memory(
-        self, run: RunSelector = "latest", *, view: str = "summary", device: str | None = None,
-        top: int | None = None, buckets: int = 1000, memory_limit: int = _mem.QUERY_MEMORY_LIMIT,
+        self, run: RunSelector = "latest", *, view: str = opts.MemoryOptions.view,
+        device: str | None = opts.MemoryOptions.device, top: int | None = opts.MemoryOptions.top,
+        buckets: int = opts.MemoryOptions.buckets, memory_limit: int = _mem.QUERY_MEMORY_LIMIT,
     ) -> pl.DataFrame:
         """Device memory of a run: peak, holders, steps, leaks, timeline (:func:`tracewh.analysis.memory.memory`)."""
         return _mem.memory(self, run, view=view, device=device, top=top, buckets=buckets,
                            memory_limit=memory_limit)
 
     def ranks(
-        self, job: str | None = None, *, view: str = "imbalance", run: RunSelector | None = None
+        self, job: str | None = None, *, view: str = opts.RanksOptions.view, run: RunSelector | None = None
     ) -> pl.DataFrame:
         """Multi-rank comparison within the job instance of ``run`` (else the latest of ``job``, else
         the latest run's): ``rank_<view>`` of ``sql/80_ranks.sql``, ``imbalance``/``kernels``/``stragglers``."""
-        macros.check_choice("view", view, ("imbalance", "kernels", "stragglers"))
+        macros.check_choice("view", view, opts.RANK_VIEWS)
         return self.call(f"rank_{view}", self.rank_runs(job, run=run))
 
     def job_runs(self, runs: Sequence[RunSelector] = ()) -> list[str]:
@@ -318,8 +322,8 @@ class Warehouse(QueryMethods):
         return instance_runs(self, ref)
 
     def roofline(
-        self, run: RunSelector = "latest", *, op: str | None = None, top: int | None = None,
-        peak_tflops: _roof.PeakTflops | None = None, peak_tbs: float | None = None,
+        self, run: RunSelector = "latest", *, op: str | None = opts.RooflineOptions.op, top: int | None = None,
+        peak_tflops: _roof.PeakTflops | None = None, peak_tbs: float | None = opts.RooflineOptions.peak_tbs,
     ) -> pl.DataFrame:
         """FLOPs, bytes, achieved TFLOP/s and TB/s per CPU operator against the peaks (:func:`tracewh.analysis.roofline.roofline`)."""
         from tracewh.analysis import roofline as _roof

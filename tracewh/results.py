@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
+from tracewh.query.options import RanksOptions
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -241,7 +243,7 @@ class RanksResult:
 
 def ranks(
     wh: Warehouse, *, run: RunSelector | None = None, job: str | None = None,
-    view: str = "imbalance",
+    view: str = RanksOptions.view,
 ) -> RanksResult:
     """The ranks of the job instance of ``run`` (default: the latest run) or of ``job``'s latest."""
     from tracewh.core.errors import UsageError

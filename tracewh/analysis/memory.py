@@ -18,6 +18,7 @@ import duckdb
 from tracewh.core.errors import QueryError, UsageError
 from tracewh.ingest.memory import retry_on_oom, set_limit
 from tracewh.query.db import to_frame
+from tracewh.query.options import MemoryOptions
 
 if TYPE_CHECKING:  # Polars is imported where a frame is filtered (not by `import tracewh.cli`)
     import polars as pl
@@ -92,10 +93,10 @@ def memory(
     wh: Catalog,
     run: RunSelector = "latest",
     *,
-    view: str = "summary",
-    device: str | None = None,
-    top: int | None = None,
-    buckets: int = 1000,
+    view: str = MemoryOptions.view,
+    device: str | None = MemoryOptions.device,
+    top: int | None = MemoryOptions.top,
+    buckets: int = MemoryOptions.buckets,
     memory_limit: int = QUERY_MEMORY_LIMIT,
 ) -> pl.DataFrame:
     """One view of a run's device memory (see ``sql/65_memory.sql``).

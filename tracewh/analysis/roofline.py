@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracewh.core.errors import UsageError
+from tracewh.query.options import RooflineOptions
 from tracewh.query.runsel import parse_since
 
 if TYPE_CHECKING:
@@ -127,10 +128,10 @@ def roofline(
     wh: Catalog,
     run: RunSelector = "latest",
     *,
-    op: str | None = None,
+    op: str | None = RooflineOptions.op,
     top: int | None = None,
     peak_tflops: PeakTflops | None = None,
-    peak_tbs: float | None = None,
+    peak_tbs: float | None = RooflineOptions.peak_tbs,
 ) -> pl.DataFrame:
     """The roofline rows of one run (``roofline`` of ``sql/78_roofline.sql``), by GPU time.
 

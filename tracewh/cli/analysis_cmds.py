@@ -31,6 +31,20 @@ from tracewh.cli.common import (
 from tracewh.cli.output import show
 from tracewh.core.errors import UsageError
 from tracewh.query import macros
+from tracewh.query.options import (
+    KERNEL_GROUPS,
+    KERNEL_ORDERS,
+    KERNEL_WAIT_THRESHOLD_US,
+    LAUNCH_VIEWS,
+    RANK_VIEWS,
+    GapsOptions,
+    KernelsOptions,
+    LaunchesOptions,
+    OpsOptions,
+    RanksOptions,
+    StepsOptions,
+    threshold_ns,
+)
 from tracewh.query.runsel import RunRef
 from tracewh.query.sqllimits import DEFAULT_MEMORY, DEFAULT_SPILL, DEFAULT_TIME_S
 
@@ -42,14 +56,8 @@ if TYPE_CHECKING:  # a terminal table needs no Polars: only CSV/JSON output and 
 _THRESHOLD_HELP = "Kernel-wait threshold in µs: shorter gaps count as launch overhead."
 
 
-def _threshold_ns(threshold_us: float) -> int:
-    if threshold_us < 0:
-        raise UsageError("--threshold-us must be >= 0")
-    return round(threshold_us * 1000)
-
-
 def _threshold_option() -> float:
-    return typer.Option(30.0, "--threshold-us", metavar="US", help=_THRESHOLD_HELP)  # type: ignore[no-any-return]
+    return typer.Option(KERNEL_WAIT_THRESHOLD_US, "--threshold-us", metavar="US", help=_THRESHOLD_HELP)  # type: ignore[no-any-return]
 
 
 def _run(
@@ -165,9 +173,9 @@ def kernels(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
     cat: str | None = typer.Option(None, "--cat", metavar="CAT,...", help="Comma-separated trace categories (exact, case-sensitive; default: all GPU ops), e.g. kernel,gpu_memcpy."),
-    group_by: str = typer.Option("name", "--group-by", metavar="name|short_name|category", help="Group GPU ops by name, short_name or category."),
-    by: str = typer.Option("total", "--by", metavar="total|mean|max|calls", help="Rank by total, mean or max time, or by calls."),
-    top: int | None = top_option(20),
+    group_by: str = typer.Option(KernelsOptions.group_by, "--group-by", metavar="|".join(KERNEL_GROUPS), help="Group GPU ops by name, short_name or category."),
+    by: str = typer.Option(KernelsOptions.by, "--by", metavar="|".join(KERNEL_ORDERS), help="Rank by total, mean or max time, or by calls."),
+    top: int | None = top_option(KernelsOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
@@ -197,7 +205,7 @@ def gaps(
     largest: int | None = typer.Option(None, "--largest", metavar="N", help="List the N largest gaps with the ops on either side."),
     breakdown: bool = typer.Option(False, "--breakdown", help="Idle breakdown per stream and per device."),
     threshold_us: float = _threshold_option(),
-    top: int | None = top_option(None),
+    top: int | None = top_option(GapsOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
@@ -206,7 +214,7 @@ def gaps(
     Example: tracewh gaps --largest 10
     """
     with handle_errors():
-        threshold = _threshold_ns(threshold_us)
+        threshold = threshold_ns(threshold_us)
         if largest is not None:
             if largest < 1:
                 raise UsageError("--largest must be at least 1")
@@ -227,8 +235,8 @@ def gaps(
 def launches(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    by: str = typer.Option("kernel", "--by", metavar="kernel|step|op|linkage|graph", help="kernel (per kernel name), step, op (one row per launch), linkage or graph (one row per CUDA/HIP graph launch)."),
-    top: int | None = top_option(20),
+    by: str = typer.Option(LaunchesOptions.by, "--by", metavar="|".join(LAUNCH_VIEWS), help="kernel (per kernel name), step, op (one row per launch), linkage or graph (one row per CUDA/HIP graph launch)."),
+    top: int | None = top_option(LaunchesOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
@@ -267,7 +275,7 @@ def steps(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
     threshold_us: float = _threshold_option(),
-    top: int | None = top_option(None),
+    top: int | None = top_option(StepsOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
@@ -280,7 +288,7 @@ def steps(
     Example: tracewh steps --format csv
     """
     with handle_errors():
-        call = macros.steps(threshold_ns=_threshold_ns(threshold_us))
+        call = macros.steps(threshold_ns=threshold_ns(threshold_us))
         _, ref, df = _run(warehouse, call, run, fmt, out)
         empty = (f"run {ref.short_id} has no steps (no ProfilerStep#N spans: record steps with "
                  "torch.profiler's schedule and prof.step(), or ingest with --step-marker)"
@@ -292,8 +300,8 @@ def steps(
 def ops(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    cpu: bool = typer.Option(False, "--cpu", help="CPU-side operator time (self and total) instead of GPU time."),
-    top: int | None = top_option(20),
+    cpu: bool = typer.Option(OpsOptions.cpu, "--cpu", help="CPU-side operator time (self and total) instead of GPU time."),
+    top: int | None = top_option(OpsOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
@@ -356,8 +364,8 @@ def ranks(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option("Compare the ranks of this run's job instance (default: the latest run): a run_id prefix, KEY=VALUE, latest."),
     job: str | None = typer.Option(None, "--job", metavar="JOB", help="A job name (runs.job) instead of --run: its latest instance."),
-    view: str = typer.Option("imbalance", "--view", metavar="imbalance|kernels|stragglers", help="imbalance (per kernel), kernels (per rank) or stragglers (per step)."),
-    top: int | None = top_option(20),
+    view: str = typer.Option(RanksOptions.view, "--view", metavar="|".join(RANK_VIEWS), help="imbalance (per kernel), kernels (per rank) or stragglers (per step)."),
+    top: int | None = top_option(RanksOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:

@@ -21,6 +21,7 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show, write_out
+from tracewh.query.options import AnnotationsOptions, ModulesOptions
 from tracewh.query.runsel import RunRef
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ def _emit_tree(df: pl.DataFrame, fmt: str, out: Path | None, *, title: str, colu
 def modules(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    depth: int | None = typer.Option(None, "--depth", metavar="N", help="Cut module paths after N names (default: full paths)."),
-    top: int | None = top_option(20, "Show the N heaviest nodes of the tree (with their ancestors; 0: all)."),
+    depth: int | None = typer.Option(ModulesOptions.depth, "--depth", metavar="N", help="Cut module paths after N names (default: full paths)."),
+    top: int | None = top_option(ModulesOptions.top, "Show the N heaviest nodes of the tree (with their ancestors; 0: all)."),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:
@@ -86,9 +87,9 @@ def modules(
 def annotations_cmd(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    gpu: bool = typer.Option(False, "--gpu", help="gpu_user_annotation spans (GPU side, by time on each kernel's track) instead of user_annotation (CPU side, by launch)."),
-    depth: int | None = typer.Option(None, "--depth", metavar="N", help="Cut annotation paths after N names (default: full paths)."),
-    top: int | None = top_option(20, "Show the N heaviest nodes of the tree (with their ancestors; 0: all)."),
+    gpu: bool = typer.Option(AnnotationsOptions.gpu, "--gpu", help="gpu_user_annotation spans (GPU side, by time on each kernel's track) instead of user_annotation (CPU side, by launch)."),
+    depth: int | None = typer.Option(AnnotationsOptions.depth, "--depth", metavar="N", help="Cut annotation paths after N names (default: full paths)."),
+    top: int | None = top_option(AnnotationsOptions.top, "Show the N heaviest nodes of the tree (with their ancestors; 0: all)."),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:

@@ -20,6 +20,7 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show
+from tracewh.query.options import MemoryOptions
 
 _TITLES = {
     "summary": "memory per device",
@@ -41,10 +42,10 @@ _EMPTY = {
 def memory(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    device: str | None = typer.Option(None, "--device", "-d", metavar="DEVICE", help="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0."),
-    view: str = typer.Option("summary", "--view", metavar="|".join(VIEWS), help=f"{', '.join(VIEWS)}."),
-    top: int | None = top_option(None, "peak, modules, allocations: the N largest per device (default 20); other views: the N first rows."),
-    buckets: int = typer.Option(1000, "--buckets", metavar="N", help="Time buckets of --view timeline."),
+    device: str | None = typer.Option(MemoryOptions.device, "--device", "-d", metavar="DEVICE", help="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0."),
+    view: str = typer.Option(MemoryOptions.view, "--view", metavar="|".join(VIEWS), help=f"{', '.join(VIEWS)}."),
+    top: int | None = top_option(MemoryOptions.top, "peak, modules, allocations: the N largest per device (default 20); other views: the N first rows."),
+    buckets: int = typer.Option(MemoryOptions.buckets, "--buckets", metavar="N", help="Time buckets of --view timeline."),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:

@@ -22,6 +22,7 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show, write_out
+from tracewh.query.options import RooflineOptions
 
 if TYPE_CHECKING:  # the roofline module (Polars) loads when the command runs
     import polars as pl
@@ -51,10 +52,10 @@ def _title(df: pl.DataFrame) -> str:
 def roofline(
     warehouse: str = warehouse_option(),
     run: list[str] | None = run_option(),
-    op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Operator name pattern (case-insensitive; glob with * ? [, else substring)."),
-    top: int | None = top_option(20, "Show the N operators with the most GPU time (0: all)."),
-    peak_tflops: str | None = typer.Option(None, "--peak-tflops", metavar="N|ROOF=N,...", help=_PEAK_HELP),
-    peak_tbs: float | None = typer.Option(None, "--peak-tbs", metavar="TBS", help="Memory roof in TB/s instead of the device table's HBM bandwidth."),
+    op: str | None = typer.Option(RooflineOptions.op, "--op", metavar="PATTERN", help="Operator name pattern (case-insensitive; glob with * ? [, else substring)."),
+    top: int | None = top_option(RooflineOptions.top, "Show the N operators with the most GPU time (0: all)."),
+    peak_tflops: str | None = typer.Option(RooflineOptions.peak_tflops, "--peak-tflops", metavar="N|ROOF=N,...", help=_PEAK_HELP),
+    peak_tbs: float | None = typer.Option(RooflineOptions.peak_tbs, "--peak-tbs", metavar="TBS", help="Memory roof in TB/s instead of the device table's HBM bandwidth."),
     fmt: str = format_option(),
     out: Path | None = out_option(_OUT_HELP),
 ) -> None:

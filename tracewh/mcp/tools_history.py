@@ -19,6 +19,7 @@ from tracewh.api import Warehouse
 from tracewh.mcp.calls import Calls, document_result, rows_result
 from tracewh.mcp.params import READ_ONLY, Run, Since, Top, Where
 from tracewh.mcp.tools_run import RowsResult
+from tracewh.query.options import RanksOptions
 
 __all__ = ["register"]
 
@@ -175,8 +176,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     async def ranks(
         run: Annotated[str | None, Field(description="Compare the ranks of this run's job instance (default: the latest run): a selector.")] = None,
         job: Annotated[str | None, Field(description="A job name (runs.job) instead of run: its latest instance.")] = None,
-        view: Annotated[Literal["imbalance", "kernels", "stragglers"], Field(description="imbalance (per kernel across ranks), kernels (per rank), stragglers (per step: ranks above their peers' median by > 3 x 1.4826 x MAD and 2%).")] = "imbalance",
-        top: Top = 20,
+        view: Annotated[Literal["imbalance", "kernels", "stragglers"], Field(description="imbalance (per kernel across ranks), kernels (per rank), stragglers (per step: ranks above their peers' median by > 3 x 1.4826 x MAD and 2%).")] = RanksOptions.view,  # type: ignore[assignment]
+        top: Top = RanksOptions.top or 0,
     ) -> RowsResult:
         """The same kernels across the ranks of one distributed job instance: load imbalance and stragglers.
 

@@ -2,7 +2,8 @@
 
 Each is the command of the same name with ``--format json``: the same library call
 (:mod:`tracewh.query.macros` and :meth:`~tracewh.api.Warehouse.macro_relation`, or the facade's
-method), the same options and defaults, ``top`` applied the same way; the rows come back as
+method), the same options and defaults (:mod:`tracewh.query.options`; a default ``top`` of ``None``,
+all rows, is the tools' 0), ``top`` applied the same way; the rows come back as
 ``{"result": [row, ...]}`` (the CLI's JSON list under ``result``).
 """
 
@@ -19,6 +20,18 @@ from tracewh.mcp.calls import Calls, rows_result
 from tracewh.mcp.params import READ_ONLY, Run, ThresholdUs, Top, Where
 from tracewh.query import macros
 from tracewh.query.graphalign import match_note
+from tracewh.query.options import (
+    KERNEL_WAIT_THRESHOLD_US,
+    GapsOptions,
+    KernelsOptions,
+    LaunchesOptions,
+    MemoryOptions,
+    ModulesOptions,
+    OpsOptions,
+    RooflineOptions,
+    StepsOptions,
+    threshold_ns,
+)
 from tracewh.results import json_rows
 
 if TYPE_CHECKING:
@@ -34,10 +47,6 @@ class Rows(BaseModel):
 
 
 RowsResult = Annotated[CallToolResult, Rows]
-
-
-def _us_to_ns(threshold_us: float) -> int:
-    return round(threshold_us * 1000)
 
 
 def _graph_note(wh: Warehouse, ref: Any) -> str | None:
@@ -85,9 +94,9 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     async def kernels(
         run: Run = "latest",
         cat: Annotated[list[str] | None, Field(description="Trace categories to keep (exact, case-sensitive), e.g. ['kernel', 'gpu_memcpy']; default: every GPU op.")] = None,
-        group_by: Annotated[Literal["name", "short_name", "category"], Field(description="Group GPU ops by full name, short name, or kernel category (gemm, attention, communication, ...).")] = "name",
-        by: Annotated[Literal["total", "mean", "max", "calls"], Field(description="Rank by total, mean or max time, or by calls.")] = "total",
-        top: Top = 20,
+        group_by: Annotated[Literal["name", "short_name", "category"], Field(description="Group GPU ops by full name, short name, or kernel category (gemm, attention, communication, ...).")] = KernelsOptions.group_by,  # type: ignore[assignment]
+        by: Annotated[Literal["total", "mean", "max", "calls"], Field(description="Rank by total, mean or max time, or by calls.")] = KernelsOptions.by,  # type: ignore[assignment]
+        top: Top = KernelsOptions.top or 0,
     ) -> RowsResult:
         """Rank the GPU kernels (and copies/memsets) of one run by time: where the GPU time goes.
 
@@ -104,8 +113,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         run: Run = "latest",
         largest: Annotated[int | None, Field(ge=1, description="Instead: the N largest gaps, each with the ops on either side.")] = None,
         breakdown: Annotated[bool, Field(description="Instead: idle time by kind per stream and per device (level 'stream' or 'device').")] = False,
-        threshold_us: ThresholdUs = 30.0,
-        top: Top = 0,
+        threshold_us: ThresholdUs = KERNEL_WAIT_THRESHOLD_US,
+        top: Top = GapsOptions.top or 0,
     ) -> RowsResult:
         """GPU idle gaps of one run per (device, stream), split by cause: is the GPU starved, and why?
 
@@ -115,7 +124,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         and other_wait_ns (syncs, events, communication). Next: `steps` for the split per
         step, `launches` for launch latency, `queue` for the launch queue depth.
         """
-        ns = _us_to_ns(threshold_us)
+        ns = threshold_ns(threshold_us)
         if largest is not None:
             call = macros.largest_gaps(n=largest, threshold_ns=ns)
         elif breakdown:
@@ -127,8 +136,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def launches(
         run: Run = "latest",
-        by: Annotated[Literal["kernel", "step", "op", "linkage", "graph"], Field(description="kernel (per kernel name), step, op (one row per launch), linkage (how ops were linked to launch calls) or graph (one row per CUDA/HIP graph launch).")] = "kernel",
-        top: Top = 20,
+        by: Annotated[Literal["kernel", "step", "op", "linkage", "graph"], Field(description="kernel (per kernel name), step, op (one row per launch), linkage (how ops were linked to launch calls) or graph (one row per CUDA/HIP graph launch).")] = LaunchesOptions.by,  # type: ignore[assignment]
+        top: Top = LaunchesOptions.top or 0,
     ) -> RowsResult:
         """Launch latency of one run: runtime-call time and queueing from the launch call to the GPU start (ns).
 
@@ -147,7 +156,10 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         return await _macro(calls, macros.queue_depth(), run, top)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
-    async def steps(run: Run = "latest", threshold_us: ThresholdUs = 30.0, top: Top = 0) -> RowsResult:
+    async def steps(
+        run: Run = "latest", threshold_us: ThresholdUs = KERNEL_WAIT_THRESHOLD_US,
+        top: Top = StepsOptions.top or 0,
+    ) -> RowsResult:
         """Per training/inference step (ProfilerStep#N) of one run: wall time, GPU busy, GPU idle split by cause, top kernel, bound.
 
         One row per (step, device): start_ns, wall_ns, gpu_busy_ns, gpu_idle_ns = lead_ns +
@@ -156,14 +168,14 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         owns the GPU ops it launched. Next: `kernels` for the heaviest kernels, `gaps` for
         the idle time per stream.
         """
-        call = macros.steps(threshold_ns=_us_to_ns(threshold_us))
+        call = macros.steps(threshold_ns=threshold_ns(threshold_us))
         return await _macro(calls, call, run, top)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def ops(
         run: Run = "latest",
-        cpu: Annotated[bool, Field(description="CPU-side operator time (self and total, ns) instead of GPU time.")] = False,
-        top: Top = 20,
+        cpu: Annotated[bool, Field(description="CPU-side operator time (self and total, ns) instead of GPU time.")] = OpsOptions.cpu,
+        top: Top = OpsOptions.top or 0,
     ) -> RowsResult:
         """GPU time per CPU operator (aten op) and input shapes of one run: which framework op launched the expensive kernels.
 
@@ -177,8 +189,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def modules(
         run: Run = "latest",
-        depth: Annotated[int | None, Field(ge=1, description="Cut module paths after N names (default: full paths).")] = None,
-        top: Annotated[int, Field(ge=0, description="The N heaviest nodes of the tree, with their ancestors (0: all).")] = 20,
+        depth: Annotated[int | None, Field(ge=1, description="Cut module paths after N names (default: full paths).")] = ModulesOptions.depth,
+        top: Annotated[int, Field(ge=0, description="The N heaviest nodes of the tree, with their ancestors (0: all).")] = ModulesOptions.top or 0,
     ) -> RowsResult:
         """GPU time per nn.Module of one run, as a tree (depth first, heaviest child first).
 
@@ -197,10 +209,10 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def memory(
         run: Run = "latest",
-        device: Annotated[str | None, Field(description="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0.")] = None,
-        view: Annotated[Literal["summary", "peak", "modules", "allocations", "steps", "leaks", "timeline"], Field(description="summary (one row per device), peak (live set at the peak by module and CPU operator), modules, allocations (largest live at the peak), steps, leaks (per-step peak growth), timeline.")] = "summary",
-        top: Annotated[int, Field(ge=0, description="peak, modules, allocations: the N largest per device (0: the default 20); other views: the N first rows (0: all).")] = 0,
-        buckets: Annotated[int, Field(ge=1, description="Time buckets of view 'timeline'.")] = 1000,
+        device: Annotated[str | None, Field(description="cpu, gpu, a device id (0, 1, ...; -1 the CPU) or a name such as cuda:0.")] = MemoryOptions.device,
+        view: Annotated[Literal["summary", "peak", "modules", "allocations", "steps", "leaks", "timeline"], Field(description="summary (one row per device), peak (live set at the peak by module and CPU operator), modules, allocations (largest live at the peak), steps, leaks (per-step peak growth), timeline.")] = MemoryOptions.view,  # type: ignore[assignment]
+        top: Annotated[int, Field(ge=0, description="peak, modules, allocations: the N largest per device (0: the default 20); other views: the N first rows (0: all).")] = MemoryOptions.top or 0,
+        buckets: Annotated[int, Field(ge=1, description="Time buckets of view 'timeline'.")] = MemoryOptions.buckets,
     ) -> RowsResult:
         """Device memory of one run from profile_memory events: peak allocated/reserved (bytes) per device and who holds it.
 
@@ -217,10 +229,10 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def roofline(
         run: Run = "latest",
-        op: Annotated[str | None, Field(description="Operator name pattern (case-insensitive; glob with * ? [, else substring), e.g. 'addmm'.")] = None,
-        top: Annotated[int, Field(ge=0, description="The N operators with the most GPU time (0: all).")] = 20,
-        peak_tflops: Annotated[str | None, Field(description="Compute roof in TFLOP/s instead of the device table's: one number, or ROOF=N pairs (vector, fp32, tf32, fp16, bf16, fp8, int8), e.g. 'bf16=989,vector=67'.")] = None,
-        peak_tbs: Annotated[float | None, Field(gt=0, description="Memory roof in TB/s instead of the device table's HBM bandwidth.")] = None,
+        op: Annotated[str | None, Field(description="Operator name pattern (case-insensitive; glob with * ? [, else substring), e.g. 'addmm'.")] = RooflineOptions.op,
+        top: Annotated[int, Field(ge=0, description="The N operators with the most GPU time (0: all).")] = RooflineOptions.top or 0,
+        peak_tflops: Annotated[str | None, Field(description="Compute roof in TFLOP/s instead of the device table's: one number, or ROOF=N pairs (vector, fp32, tf32, fp16, bf16, fp8, int8), e.g. 'bf16=989,vector=67'.")] = RooflineOptions.peak_tflops,
+        peak_tbs: Annotated[float | None, Field(gt=0, description="Memory roof in TB/s instead of the device table's HBM bandwidth.")] = RooflineOptions.peak_tbs,
     ) -> RowsResult:
         """FLOPs and bytes per call of each CPU operator of one run, achieved TFLOP/s and TB/s, % of the device's roof.
 

@@ -3,7 +3,8 @@
 :class:`~tracewh.api.Warehouse` turns a :class:`MacroCall` into a Polars frame
 (``Warehouse.kernels(...)``), a printing command into plain rows
 (``Warehouse.macro_relation(...).rows()``) without importing Polars; both take the macro and
-its parameters from the functions here, which also check the options.
+its parameters from the functions here, which also check the options (their defaults and
+choices: :mod:`tracewh.query.options`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracewh.core.errors import UsageError
+from tracewh.query.options import (
+    KERNEL_GROUPS,
+    KERNEL_ORDERS,
+    LAUNCH_VIEWS,
+    AnnotationsOptions,
+    GapsOptions,
+    KernelsOptions,
+    LaunchesOptions,
+    ModulesOptions,
+    OpsOptions,
+    StepsOptions,
+)
 
 __all__ = [
     "DIFF_LEVELS", "GRAPH_MACROS", "MacroCall", "annotation_tree", "breakdown", "gaps", "graph_match",
@@ -41,28 +54,31 @@ def check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def kernels(
-    *, cats: Sequence[str] | None = None, group_by: str = "name", by: str = "total"
+    *, cats: Sequence[str] | None = KernelsOptions.cats, group_by: str = KernelsOptions.group_by,
+    by: str = KernelsOptions.by,
 ) -> MacroCall:
     """Kernel ranking (``kernel_ranking`` of ``sql/10_kernels.sql``)."""
-    check_choice("group_by", group_by, ("name", "short_name", "category"))
-    check_choice("by", by, ("total", "mean", "max", "calls"))
+    check_choice("group_by", group_by, KERNEL_GROUPS)
+    check_choice("by", by, KERNEL_ORDERS)
     return MacroCall(
         "kernel_ranking",
         {"cats": list(cats) if cats else None, "group_by": group_by, "order_by": by},
     )
 
 
-def gaps(*, threshold_ns: int = 30_000) -> MacroCall:
+def gaps(*, threshold_ns: int = GapsOptions.threshold_ns) -> MacroCall:
     """Stream gaps and idle breakdown per (device, stream) (``stream_gaps``)."""
     return MacroCall("stream_gaps", {"kernel_wait_threshold_ns": threshold_ns})
 
 
-def largest_gaps(*, n: int = 20, threshold_ns: int = 30_000) -> MacroCall:
+def largest_gaps(
+    *, n: int = GapsOptions.largest, threshold_ns: int = GapsOptions.threshold_ns
+) -> MacroCall:
     """The ``n`` largest gaps with the ops on either side (``largest_gaps``)."""
     return MacroCall("largest_gaps", {"n": n, "kernel_wait_threshold_ns": threshold_ns})
 
 
-def idle_breakdown(*, threshold_ns: int = 30_000) -> MacroCall:
+def idle_breakdown(*, threshold_ns: int = GapsOptions.threshold_ns) -> MacroCall:
     """Idle time by kind per stream and per device (``idle_breakdown``)."""
     return MacroCall("idle_breakdown", {"kernel_wait_threshold_ns": threshold_ns})
 
@@ -85,13 +101,13 @@ GRAPH_MACROS = frozenset({
 })
 
 
-def launches(*, by: str = "kernel") -> MacroCall:
+def launches(*, by: str = LaunchesOptions.by) -> MacroCall:
     """Launch latency per kernel name, per step, per launch, the linkage, or per graph launch.
 
     A CUDA/HIP graph launch is one launch, measured to its first replayed op (``by="graph"``:
     one row per graph launch with the capture it maps to, ``graph_launches``).
     """
-    check_choice("by", by, tuple(_LAUNCHES))
+    check_choice("by", by, LAUNCH_VIEWS)
     return MacroCall(_LAUNCHES[by])
 
 
@@ -105,17 +121,17 @@ def queue_depth() -> MacroCall:
     return MacroCall("queue_depth")
 
 
-def steps(*, threshold_ns: int = 30_000) -> MacroCall:
+def steps(*, threshold_ns: int = StepsOptions.threshold_ns) -> MacroCall:
     """Per step: wall time, GPU busy/idle, top kernel, bound (``step_summary``)."""
     return MacroCall("step_summary", {"kernel_wait_threshold_ns": threshold_ns})
 
 
-def ops(*, cpu: bool = False) -> MacroCall:
+def ops(*, cpu: bool = OpsOptions.cpu) -> MacroCall:
     """GPU time per CPU operator and shapes (``op_gpu_time``), or CPU op time (``cpu_op_time``)."""
     return MacroCall("cpu_op_time" if cpu else "op_gpu_time")
 
 
-def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
+def modules(*, depth: int | None = ModulesOptions.depth, top: int | None = None) -> MacroCall:
     """GPU time per nn.Module as a tree (``module_tree`` of ``sql/55_modules.sql``).
 
     Parameters
@@ -136,7 +152,8 @@ def modules(*, depth: int | None = None, top: int | None = None) -> MacroCall:
 
 
 def annotation_tree(
-    *, gpu: bool = False, depth: int | None = None, top: int | None = None
+    *, gpu: bool = AnnotationsOptions.gpu, depth: int | None = AnnotationsOptions.depth,
+    top: int | None = None,
 ) -> MacroCall:
     """GPU time per user annotation as a tree (``annotation_tree``, ``sql/56_annotations.sql``).
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tracewh import __version__
 from tracewh.core.outdir import check_output_dir, output_dir
+from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.query.runsel import RunSelector
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
@@ -47,7 +48,7 @@ def build_report(
     compare: RunSelector | None = None,
     since: str | None = None,
     level: str = "short_name",
-    threshold_ns: int = 30_000,
+    threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
 ) -> ReportResult:
     """Write a run's report to ``out``: ``report.md``, ``report.html`` and ``charts/``.
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tracewh.core.outdir import check_output_dir, output_dir
+from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.report import charts, render
 from tracewh.report.document import _sentence, page
 from tracewh.report.memory_section import collect_memory, memory_section
@@ -55,7 +56,7 @@ def build_site(
     runs: list[str] | None = None,
     limit: int = 20,
     since: str | None = None,
-    threshold_ns: int = 30_000,
+    threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
 ) -> SiteResult:
     """Write the static site for ``runs`` (selectors; default: the newest ``limit`` runs).
 

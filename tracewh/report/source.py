@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from tracewh.core.errors import TracewhError
+from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.query.runsel import RunSelector
 from tracewh.report.protocol import WarehouseLike, as_frame, one_snapshot
 from tracewh.report.trends import Trend, collect_history
@@ -62,7 +63,7 @@ def collect_run(
     *,
     top: int = 15,
     timeline_steps: int = 2,
-    threshold_ns: int = 30_000,
+    threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
     roofline: bool = True,
 ) -> RunData:
     """Gather the frames of one run's report.
