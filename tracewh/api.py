@@ -368,6 +368,7 @@ class Warehouse(QueryMethods):
         where: Mapping[str, str] | None = None, alpha: float | None = None,
         min_change: float = ChangesOptions.min_change, min_ms: float = ChangesOptions.min_ms, floor_ms: float = ChangesOptions.floor_ms,
         keys: Sequence[str] | None = None, include_unusable: bool = ChangesOptions.include_unusable,
+        critical_path: bool = ChangesOptions.critical_path,
     ) -> _alerts.ChangesReport:
         """Change points over the whole history of every comparable series (:func:`tracewh.history.alerts.changes`)."""
         from tracewh.history import alerts as _alerts
@@ -378,7 +379,7 @@ class Warehouse(QueryMethods):
                 where=where, alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
                 min_change=min_change, min_ms=min_ms, floor_ms=floor_ms,
                 keys=_alerts.DEFAULT_KEYS if keys is None else keys,
-                include_unusable=include_unusable,
+                include_unusable=include_unusable, critical_path=critical_path,
             )  # fmt: skip
 
     def check(
@@ -386,6 +387,7 @@ class Warehouse(QueryMethods):
         threshold: float = CheckOptions.threshold, min_ms: float = CheckOptions.min_ms, k_mad: float = CheckOptions.k_mad, floor_ms: float = CheckOptions.floor_ms,
         min_runs: int = CheckOptions.min_runs, alpha: float | None = None, keys: Sequence[str] | None = None,
         all_ranks: bool = CheckOptions.all_ranks, include_unusable: bool = CheckOptions.include_unusable, op: str | None = CheckOptions.op,
+        critical_path: bool = CheckOptions.critical_path,
     ) -> _check.CheckReport:
         """Check a run, and the other ranks of its job instance, for regressions in force (:func:`tracewh.history.check.check`)."""
         from tracewh.history import alerts as _alerts
@@ -397,4 +399,5 @@ class Warehouse(QueryMethods):
                 alpha=_alerts.DEFAULT_ALPHA if alpha is None else alpha,
                 keys=_alerts.DEFAULT_KEYS if keys is None else keys,
                 all_ranks=all_ranks, include_unusable=include_unusable, op=op,
+                critical_path=critical_path,
             )  # fmt: skip

@@ -141,6 +141,7 @@ def changes(
     min_change: float = 0.0,
     min_ms: float = 0.1,
     include_unusable: bool = False,
+    critical_path: bool = False,
 ) -> ChangesResult:
     """Change points over the whole history (:meth:`tracewh.api.Warehouse.changes`).
 
@@ -154,6 +155,7 @@ def changes(
     report = wh.changes(
         since=since, kernel=kernel, category=category, module=module, op=op, where=where,
         alpha=alpha, min_change=min_change, min_ms=min_ms, include_unusable=include_unusable,
+        critical_path=critical_path,
     )  # fmt: skip
     rows = report.to_dicts()
     if ref is not None:
@@ -198,25 +200,39 @@ def history(
     kernel_key: str | None = None,
     since: str | None = None,
     where: Mapping[str, str] | None = None,
+    critical_path: bool = False,
 ) -> HistoryResult:
     """One row per run, oldest first: ``Warehouse.history``, or with ``op`` ``roofline_history``.
 
-    At most one of ``kernel``, ``category`` and ``op``; ``kernel_key`` follows GPU ops (not
-    with ``op``). ``since``: ``90d``, ``12w`` (counted back from the latest run's day), a
-    date, or ``None``/``"all"`` for every run.
+    At most one of ``kernel``, ``category``, ``op`` and ``critical_path`` (the critical
+    path's shares by bound per run: :func:`tracewh.history.cpseries.critical_path_series`);
+    ``kernel_key`` follows GPU ops (not with ``op`` or ``critical_path``). ``since``:
+    ``90d``, ``12w`` (counted back from the latest run's day), a date, or ``None``/``"all"``
+    for every run.
     """
     from tracewh.core.errors import UsageError
     from tracewh.history.series import window_start
 
-    if sum(x is not None for x in (kernel, category, op)) > 1:
-        raise UsageError("give one of --kernel, --category or --op")
+    if sum(x is not None for x in (kernel, category, op)) + critical_path > 1:
+        raise UsageError("give one of --kernel, --category, --op or --critical-path")
     if op is not None and kernel_key is not None:
         raise UsageError("--kernel-key follows GPU ops: not with --op")
+    if critical_path and kernel_key is not None:
+        raise UsageError("--kernel-key follows GPU ops: not with --critical-path")
     if since is not None and since.strip().lower() == "all":
         since = None
     first = window_start(wh, since)  # relative windows end at the latest run, not today
     if op is not None:
         return HistoryResult(wh.roofline_history(op=op, since=first, where=where), first)
+    if critical_path:  # the path's shares by bound, computed now (tracewh.history.cpseries)
+        import polars as pl
+
+        from tracewh.history.cpseries import critical_path_series
+
+        runs = wh.runs(where=where)
+        if first is not None:
+            runs = runs.filter(pl.col("day") >= first)
+        return HistoryResult(critical_path_series(wh, runs.sort("start_ns")), first)
     frame = wh.history(kernel=kernel, category=category, since=first, where=where,
                        kernel_key=kernel_key)  # fmt: skip
     return HistoryResult(frame, first)

@@ -153,7 +153,7 @@ def test_errors_are_tool_errors_and_the_server_goes_on(history: Path, open_sessi
     assert [r.isError for r in got] == [True, True, True, True, False]
     assert "matches no run" in got[0].content[0].text
     assert "total" in got[1].content[0].text  # the allowed values
-    assert "give one of --kernel, --category or --op" in got[3].content[0].text
+    assert "give one of --kernel, --category, --op or --critical-path" in got[3].content[0].text
 
 
 def test_resources_and_the_regression_prompt(history: Path, open_session: Any) -> None:

@@ -54,6 +54,8 @@ def _short(r: dict[str, object], fitted: dict[str, str] | None = None) -> str:
         return f"kernel {short} [{k}]" if k != short else f"kernel {short}"
     if metric == "op_tflops":
         return f"operator {r['name']} [{r['short_name']}] achieved TFLOP/s"
+    if metric == "critical_path":
+        return f"critical-path share {key}"
     return f"{metric} {key}"
 
 
@@ -62,6 +64,8 @@ def _value(r: dict[str, object], v: float) -> str:
         return bytes_text(v)
     if r["metric"] == "op_tflops":
         return f"{v:.2f} TFLOP/s"
+    if r["metric"] == "critical_path":
+        return f"{100 * v:.1f}%"
     return f"{v:.3f}" if r["metric"] == "idle" else f"{v:.3f} ms"
 
 
@@ -129,6 +133,7 @@ def changes(
     min_change: str = typer.Option(f"{ChangesOptions.min_change:.0%}", "--min-change", metavar="PCT", help="Smallest relative change reported, e.g. 2%."),
     min_ms: float = typer.Option(ChangesOptions.min_ms, "--min-ms", metavar="MS", help="Analyse kernels, categories and modules reaching MS ms per step."),
     include_unusable: bool = typer.Option(ChangesOptions.include_unusable, "--include-unusable", help="Keep runs flagged unusable for comparison (capture-only, truncated, far-out timestamps, duplicated events)."),
+    critical_path: bool = typer.Option(ChangesOptions.critical_path, "--critical-path", help="Instead: the critical path's shares by bound (one series per bound, its share of the path of each run's first steps; computes those paths for every run)."),
     top: int | None = top_option(None, "Show the first N changes (largest groups and contributors first; 0: all)."),
     fmt: str = format_option("text", ("text", "table", "csv", "json")),
     out: Path | None = out_option("Also write the changes shown to PATH (.csv, .json or .parquet; one row per change, times in ms per step as --format json)."),
@@ -146,6 +151,7 @@ def changes(
             open_warehouse(warehouse), run=run, top=top, since=since, kernel=kernel,
             category=category, module=module, op=op, where=parse_pairs(where), alpha=alpha,
             min_change=mc, min_ms=min_ms, include_unusable=include_unusable,
+            critical_path=critical_path,
         )  # fmt: skip
         report, ref, rows, found = result.report, result.run, result.rows, result.found
         if ref is not None and selection_note(ref):
@@ -161,7 +167,7 @@ def changes(
             write_out(frame, out)
     if fmt in ("table", "csv"):
         with handle_errors():
-            show(frame, fmt, title="changes (before/after in ms per step; idle: fraction; --op: TFLOP/s)",
+            show(frame, fmt, title="changes (before/after in ms per step; idle: fraction; --op: TFLOP/s; --critical-path: share 0-1)",
                  run=ref, absolute=True, empty="no change found", notes=notes)
         return
     if fmt == "json":

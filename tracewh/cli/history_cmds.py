@@ -121,6 +121,7 @@ def history(
     category: str | None = typer.Option(None, "--category", "-c", metavar="CATEGORY", help="A kernel category (gemm, attention, communication, ...)."),
     op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Follow CPU operators matching this pattern instead: achieved TFLOP/s, TB/s and % of peak per run (see `tracewh roofline`)."),
     kernel_key: str | None = typer.Option(None, "--kernel-key", metavar="KEY", help="A kernel key (the key of a `tracewh changes` kernel line): every op name under it."),
+    critical_path: bool = typer.Option(False, "--critical-path", help="Instead: the critical path's shares by bound per run (each bound's share of the paths of the run's first steps, 0-1; the series `changes --critical-path` analyses)."),
     since: str | None = typer.Option(None, "--since", metavar="WHEN", help="90d, 12w (counted back from the latest run's day) or YYYY-MM-DD (default: all runs)."),
     where: list[str] | None = where_option(),
     top: int | None = top_option(None, "Show the N first rows (oldest first; 0: all)."),
@@ -131,6 +132,7 @@ def history(
 
     With --op, the achieved TFLOP/s, TB/s and % of peak of the CPU operators matching it
     (the modelled ones, as in `tracewh roofline`), one row per run.
+    With --critical-path, each bound's share of the critical path of the run's first steps.
 
     Example: tracewh history --kernel flash_fwd --since 90d --where model=dit-xl-2
     """
@@ -140,11 +142,16 @@ def history(
         filters = _where(where)
         empty = "no run" + (f" matches {filters}" if filters else "") + (f" since {since}" if since else "")
         result = results.history(wh, kernel=kernel, category=category, op=op,
-                                 kernel_key=kernel_key, since=since, where=filters)  # fmt: skip
+                                 kernel_key=kernel_key, since=since, where=filters,
+                                 critical_path=critical_path)  # fmt: skip
         df, first = result.frame, result.first
         if since is not None and since.strip().lower() == "all":
             since = None
         window = _window_notes(wh, since, first, filters)
+        if critical_path:
+            show(df, fmt, title="history: critical-path share by bound (0-1), per run", top=top,
+                 out=out, empty=empty, absolute=True, notes=window + _workload_notes(wh, df))
+            return
         if op is not None:
             shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
             show(shown, fmt, title=f"history: operators ~ {op!r}, achieved rates", top=top,
@@ -209,6 +216,8 @@ def _what(f: Finding) -> str:
         return f"kernel {short} [{key}]" if key != short else f"kernel {short}"
     if f.metric_kind == "op_tflops":
         return f"operator {f.name} [{f.short_name}] achieved TFLOP/s"
+    if f.metric_kind == "critical_path":
+        return f"critical-path share {f.metric}"
     return f"{f.metric_kind} {f.metric}"
 
 
@@ -219,6 +228,8 @@ def _val(f: Finding, v: float | None) -> str:
         return bytes_text(v)
     if f.metric_kind == "op_tflops":
         return f"{v:.2f} TFLOP/s"
+    if f.metric_kind == "critical_path":
+        return f"{100 * v:.1f}% of the path"
     return f"{v:.3f}" if f.metric_kind == "idle" else _ms(v)
 
 
@@ -228,7 +239,7 @@ def _finding_line(f: Finding) -> str:
     since = f", since run {f.since_run_id} ({f.since_day}{label})" if f.since_run_id else ""
     rank = f"rank {f.rank}: " if f.rank is not None else ""
     prov = "; provisional: seen on fewer than 3 runs" if f.provisional else ""
-    per = "" if f.metric_kind == "op_tflops" else " per step"  # a rate, not a time per step
+    per = "" if f.metric_kind in ("op_tflops", "critical_path") else " per step"  # a rate, a share
     return (
         f"{rank}{_what(f)}: {_val(f, f.level_ns)}{per} vs baseline {_val(f, f.baseline_ns)}"
         f"{pct}{since} (p={f.p_value:.1g}{prov})"
@@ -320,6 +331,7 @@ def check(
     key: list[str] | None = typer.Option(None, "--key", metavar="LABEL", help="Labels that name a workload (repeatable; default model, branch)."),
     include_unusable: bool = typer.Option(CheckOptions.include_unusable, "--include-unusable", help="Keep runs flagged unusable for comparison in the baselines."),
     op: str | None = typer.Option(None, "--op", metavar="PATTERN", help="Also check the achieved TFLOP/s of the CPU operators matching PATTERN (roofline; a drop is a regression)."),
+    critical_path: bool = typer.Option(CheckOptions.critical_path, "--critical-path", help="Also check the critical path's shares by bound (a rising share of anything but GPU compute is a regression; computes the paths of the first steps of every compared run)."),
     fmt: str = format_option("text", ("text", "markdown", "json")),
 ) -> None:
     """Check a run (default: the latest, with its other ranks) for a regression in force.
@@ -339,7 +351,7 @@ def check(
             ref, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
             k_mad=k_mad, min_runs=min_runs, alpha=alpha,
             keys=tuple(key) if key else CheckOptions.keys, include_unusable=include_unusable,
-            op=op,
+            op=op, critical_path=critical_path,
         )
     if fmt == "json":
         typer.echo(json.dumps(results.check_document(report), indent=2))

@@ -37,7 +37,7 @@ from tracewh.history.workload import (
     assign_workloads,
     unfingerprinted,
 )
-from tracewh.query.runsel import Source, where_frame
+from tracewh.query.runsel import Catalog, Source, where_frame
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_KEYS", "ChangesReport", "RunSet", "changes", "run_set",
            "series_values"]
@@ -228,6 +228,7 @@ def changes(
     keys: Sequence[str] = ChangesOptions.keys,
     threshold: float = DEFAULT_THRESHOLD,
     include_unusable: bool = ChangesOptions.include_unusable,
+    critical_path: bool = ChangesOptions.critical_path,
     today: dt.date | None = None,
 ) -> ChangesReport:
     """Change points over the whole history of every comparable series.
@@ -252,6 +253,10 @@ def changes(
         pattern (one series per operator, Input Dims, dtype and params; roofline
         model, higher is better; ``op_series_values``). Not analysed without it: it
         costs the roofline of every run.
+    critical_path
+        Analyse instead the critical path's shares by bound (one series per bound: its
+        share of the path of each run's first steps; :mod:`tracewh.history.cpseries`).
+        Not analysed without it: it costs the critical paths of every run.
     where
         Labels or run fields the runs must have.
     alpha
@@ -269,8 +274,8 @@ def changes(
     --------
     >>> changes(Warehouse("wh"), since="90d", category="gemm").to_dicts()  # doctest: +SKIP
     """
-    if sum(x is not None for x in (kernel, category, module, op)) > 1:
-        raise UsageError("give one of --kernel, --category, --module, --op")
+    if sum(x is not None for x in (kernel, category, module, op)) + critical_path > 1:
+        raise UsageError("give one of --kernel, --category, --module, --op, --critical-path")
     if not 0 < alpha < 1:
         raise UsageError("alpha must be between 0 and 1")
     if min_change < 0 or min_ms < 0 or floor_ms < 0:
@@ -295,7 +300,7 @@ def changes(
         "since": first.isoformat() if first else None, "kernel": kernel, "category": category,
         "module": module, "op": op, "where": dict(where or {}), "alpha": alpha, "min_change": min_change,
         "min_ms": min_ms, "floor_ms": floor_ms, "keys": list(keys), "threshold": threshold,
-        "include_unusable": include_unusable,
+        "include_unusable": include_unusable, "critical_path": critical_path,
         "latest_day": ref_day.isoformat() if ref_day and since is not None else None,
     }  # fmt: skip
     if runs.is_empty():
@@ -307,6 +312,10 @@ def changes(
             "SELECT * FROM op_series_values($runs, op_pattern := $op, min_ms := $min_ms)",
             {"runs": runs["run_id"].to_list(), "op": op, "min_ms": min_ms}, since=first,
         )
+    elif critical_path:  # the path's shares by bound (history/cpseries.py), only when asked
+        from tracewh.history.cpseries import critical_path_values
+
+        values = critical_path_values(cast(Catalog, src), runs["run_id"].to_list())
     else:
         values = series_values(src, since=first, kernel=kernel, category=category, module=module)
     opts = DetectOptions(alpha=alpha, min_change=min_change, min_value=min_ms * 1e6,

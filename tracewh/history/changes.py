@@ -49,6 +49,9 @@ BYTE_METRICS = frozenset({"memory"})
 #: Smallest change of a byte metric reported or checked: below a MiB a peak moves by
 #: allocator rounding (the caching allocator hands out 2 MiB segments), not by a change.
 MEMORY_FLOOR_BYTES = 1 << 20
+#: Smallest change of a critical-path share reported or checked (0..1: 2 percentage points,
+#: the agreement of two critical-path implementations on one trace; tracewh.history.cpseries).
+SHARE_FLOOR = 0.02
 #: Metrics that count 0 in a run of the series where they have no value.
 ZERO_FILLED = frozenset({"category", "kernel", "module"})
 #: Metrics where higher is better (a throughput: achieved TFLOP/s of an operator,
@@ -62,7 +65,7 @@ DEFAULT_TOLERANCE_NS = 3 * 86_400 * 10**9
 #: A derived change no primary explains must be at least this many noise deviations.
 DEFAULT_DERIVED_MIN_EFFECT = 3.0
 _METRIC_ORDER = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5,
-                 "op_tflops": 6}  # fmt: skip
+                 "op_tflops": 6, "critical_path": 7}  # fmt: skip
 
 
 def metric_unit(metric: str) -> str:
@@ -168,6 +171,8 @@ def _one(
         if metric in TIME_METRICS and abs(delta) < opt.floor:
             continue
         if metric in BYTE_METRICS and abs(delta) < MEMORY_FLOOR_BYTES:
+            continue
+        if metric == "critical_path" and abs(delta) < SHARE_FLOOR:
             continue
         first = int(idx[c.index])
         # the name the kernel had in the newest run that ran it

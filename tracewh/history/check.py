@@ -25,7 +25,7 @@ import datetime as dt
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -36,15 +36,18 @@ from tracewh.history.changepoint import ChangePoint, detect
 from tracewh.history.changes import (
     HIGHER_IS_BETTER,
     MEMORY_FLOOR_BYTES,
+    SHARE_FLOOR,
     TIME_METRICS,
     ZERO_FILLED,
     metric_unit,
 )
+from tracewh.history.cpseries import HIGHER_IS_BETTER_KEYS as CP_BETTER
 from tracewh.history.options import CheckOptions
-from tracewh.query.runsel import RunSelector, Source
+from tracewh.query.runsel import Catalog, RunSelector, Source
 
 _KIND = {"step": "step", "idle": "idle", "category": "category", "kernel": "kernel",
-         "module": "module", "memory": "memory", "op_tflops": "op_tflops"}  # fmt: skip
+         "module": "module", "memory": "memory", "op_tflops": "op_tflops",
+         "critical_path": "critical_path"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,7 @@ def check(
     all_ranks: bool = CheckOptions.all_ranks,
     include_unusable: bool = CheckOptions.include_unusable,
     op: str | None = CheckOptions.op,
+    critical_path: bool = CheckOptions.critical_path,
 ) -> CheckReport:
     """Check a run, and the other ranks of its job instance, for regressions in force.
 
@@ -259,7 +263,9 @@ def check(
     fewer than ``min_runs`` comparable earlier runs are not checked (listed in
     ``CheckReport.insufficient``). With ``op``, the achieved TFLOP/s of the CPU
     operators matching that pattern are checked too (a drop is a regression; see
-    :func:`tracewh.history.alerts.changes`).
+    :func:`tracewh.history.alerts.changes`). With ``critical_path``, the critical path's
+    shares by bound too (a rising share of anything but GPU compute is a regression;
+    :mod:`tracewh.history.cpseries`).
 
     Examples
     --------
@@ -285,6 +291,7 @@ def check(
         "baseline": baseline, "threshold": threshold, "k_mad": k_mad, "min_ms": min_ms,
         "floor_ms": floor_ms, "min_runs": min_runs, "alpha": alpha, "keys": list(keys),
         "all_ranks": all_ranks, "include_unusable": include_unusable, "op": op,
+        "critical_path": critical_path,
     }  # fmt: skip
     checked: list[CheckedRun] = []
     histories: dict[str, pl.DataFrame] = {}
@@ -316,6 +323,12 @@ def check(
                 {"runs": ids, "op": op, "min_ms": min_ms}, since=min(days),
             )  # fmt: skip
             values = pl.concat([values, ops.select(values.columns).cast(values.schema)])
+        if critical_path:  # the path's shares by bound, computed now (history/cpseries.py)
+            from tracewh.history.cpseries import critical_path_values
+
+            ids = sorted({r for c in todo for r in histories[c.run_id]["run_id"].to_list()})
+            cps = critical_path_values(cast(Catalog, src), ids)
+            values = pl.concat([values, cps.select(values.columns).cast(values.schema)])
         for c in todo:
             f, r = _check_run(c, histories[c.run_id], values, params)
             findings += f
@@ -372,8 +385,10 @@ def _check_run(
         is_time = metric in TIME_METRICS
         vd = verdict(xs, cps, threshold=float(p["threshold"]), k_mad=float(p["k_mad"]),
                      floor=float(p["floor_ms"]) * 1e6 if is_time
-                     else MEMORY_FLOOR_BYTES if metric == "memory" else 0.0,
-                     baseline=p["baseline"], higher_is_better=metric in HIGHER_IS_BETTER)  # fmt: skip
+                     else MEMORY_FLOOR_BYTES if metric == "memory"
+                     else SHARE_FLOOR if metric == "critical_path" else 0.0,
+                     baseline=p["baseline"], higher_is_better=metric in HIGHER_IS_BETTER
+                     or (metric == "critical_path" and key in CP_BETTER))  # fmt: skip
         if metric in ZERO_FILLED and max(vd.level, vd.baseline or 0.0, float(xs[-1])) < min_ns:
             continue
         since = ids[int(keep[vd.since])] if vd.since is not None else None
@@ -406,7 +421,7 @@ def _grouped(findings: list[Finding], runs: pl.DataFrame) -> list[Finding]:
                                      if inst.get(f.since_run_id or "", "") == k))  # fmt: skip
     num = {k: i + 1 for i, k in enumerate(keys)}
     order = {"step": 0, "idle": 1, "category": 2, "module": 3, "kernel": 4, "memory": 5,
-             "op_tflops": 6}  # fmt: skip
+             "op_tflops": 6, "critical_path": 7}  # fmt: skip
     out = [Finding(**{**f.__dict__, "group": num[inst.get(f.since_run_id or "", "")]})
            for f in findings]  # fmt: skip
     return sorted(out, key=lambda f: (f.group, order.get(f.metric_kind, 9),

@@ -49,6 +49,8 @@ class CheckOptions:
         Keep runs flagged unusable for comparison in the baselines.
     op
         Also check the achieved TFLOP/s of the CPU operators matching this pattern.
+    critical_path
+        Also check the critical path's shares by bound (:mod:`tracewh.history.cpseries`).
     """
 
     baseline: int | None = None
@@ -62,6 +64,7 @@ class CheckOptions:
     all_ranks: bool = True
     include_unusable: bool = False
     op: str | None = None
+    critical_path: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ class ChangesOptions:
         Labels that name a workload.
     include_unusable
         Keep runs flagged unusable for comparison.
+    critical_path
+        Analyse the critical path's shares by bound instead (:mod:`tracewh.history.cpseries`).
     """
 
     since: str | None = "90d"
@@ -93,3 +98,4 @@ class ChangesOptions:
     floor_ms: float = 0.01
     keys: tuple[str, ...] = DEFAULT_KEYS
     include_unusable: bool = False
+    critical_path: bool = False

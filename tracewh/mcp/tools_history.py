@@ -81,6 +81,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         category: Annotated[str | None, Field(description="A kernel category: gemm, attention, communication, elementwise, ...")] = None,
         op: Annotated[str | None, Field(description="Instead: CPU operators matching this pattern, their achieved TFLOP/s, TB/s and % of peak per run (see `roofline`).")] = None,
         kernel_key: Annotated[str | None, Field(description="A kernel key (the `key` of a kernel change from `changes`): every op name under it.")] = None,
+        critical_path: Annotated[bool, Field(description="Instead: each run's critical-path share by bound (<bound>_share, 0-1, of the paths of its first steps); computes those paths, so slower.")] = False,
         since: Since = None,
         where: Where = None,
         top: Annotated[int, Field(ge=0, description="The N first rows, oldest first (0: all).")] = 0,
@@ -95,7 +96,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
 
         def work(wh: Warehouse) -> CallToolResult:
             df = results.history(wh, kernel=kernel, category=category, op=op,
-                                 kernel_key=kernel_key, since=since, where=where).frame  # fmt: skip
+                                 kernel_key=kernel_key, since=since, where=where,
+                                 critical_path=critical_path).frame  # fmt: skip
             return rows_result(results.json_rows(df, top=top), total=df.height)
 
         return await calls.run(work)
@@ -113,6 +115,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         min_change: _Pct = "0%",
         min_ms: Annotated[float, Field(ge=0, description="Analyse kernels, categories and modules reaching this many ms per step.")] = 0.1,
         include_unusable: Annotated[bool, Field(description="Keep runs flagged unusable for comparison (capture-only, truncated, far-out timestamps, duplicated events).")] = False,
+        critical_path: Annotated[bool, Field(description="Instead: the critical path's shares by bound (metric 'critical_path', key the bound, before/after 0-1): where the path shifted, e.g. from GPU compute to CPU. Computes the paths of every run's first steps: slower.")] = False,
         top: Annotated[int, Field(ge=0, description="The first N changes, largest groups and contributors first (0: all).")] = 0,
     ) -> RowsResult:
         """Where each metric changed over its whole history: change points, grouped into alerts.
@@ -131,7 +134,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
             result = results.changes(
                 wh, run=run, top=top, since=since, kernel=kernel, category=category,
                 module=module, op=op, where=where, alpha=alpha, min_change=mc, min_ms=min_ms,
-                include_unusable=include_unusable,
+                include_unusable=include_unusable, critical_path=critical_path,
             )  # fmt: skip
             return rows_result(result.rows)
 
@@ -149,6 +152,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         key: Annotated[list[str] | None, Field(description="Labels that name a workload (default ['model', 'branch']).")] = None,
         include_unusable: Annotated[bool, Field(description="Keep runs flagged unusable for comparison in the baselines.")] = False,
         op: Annotated[str | None, Field(description="Also check the achieved TFLOP/s of the CPU operators matching this pattern.")] = None,
+        critical_path: Annotated[bool, Field(description="Also check the critical path's shares by bound (a rising share of anything but GPU compute is a regression). Computes the paths of the compared runs' first steps: slower.")] = False,
     ) -> Annotated[CallToolResult, Check]:
         """Did this run (default: the latest, with the other ranks of its job) regress against its history? Start here.
 
@@ -166,7 +170,7 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
                 run, baseline=baseline, threshold=parse_threshold(threshold), min_ms=min_ms,
                 k_mad=k_mad, min_runs=min_runs, alpha=alpha,
                 keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
-                op=op,
+                op=op, critical_path=critical_path,
             )  # fmt: skip
             return document_result(results.check_document(report))
 
@@ -230,7 +234,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         summing to total_ns) and edges (kind, bound, name, ts_ns, dur_ns in path order); on
         a rank of a multi-rank job also cross_rank (whom its collectives on the path waited
         for). A large gpu_communication_bound share: call `collectives`; cpu_bound or
-        launch overhead: `launches`, `ops`. by='run' shows a shift of the path over runs.
+        launch overhead: `launches`, `ops`. by='run' shows a shift of the path over runs;
+        `changes` with critical_path=true finds where it shifted.
         """
 
         def work(wh: Warehouse) -> CallToolResult:
