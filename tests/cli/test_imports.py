@@ -1,4 +1,4 @@
-"""A query command imports only what it uses: no Altair, vl-convert, Polars, delta-rs or Pydantic.
+"""A query command imports only what it uses: no Altair, vl-convert, Polars, delta-rs, Pydantic or numpy.
 
 Each check runs the command in a fresh interpreter and lists the heavy modules
 loaded by its end (no timing: what is imported decides a command's start).
@@ -21,6 +21,9 @@ HEAVY = (
     "tracewh.ingest.pipeline", "tracewh.ingest.batch", "tracewh.report", "tracewh.history.series",
     # Typer's Pydantic adapters: plain option values are coerced by tracewh.cli.params
     "pydantic",
+    # DuckDB imports numpy when a Python function is registered (tracewh.query.udfs: only
+    # for a statement that calls one)
+    "numpy",
 )
 
 _PROBE = """
@@ -84,3 +87,16 @@ def test_help_and_version_import_nothing_heavy() -> None:
         got = _loaded(args)
         assert got["exit"] == 0, got["out"]
         assert got["loaded"] == [], f"`tracewh {' '.join(args)}` imported {got['loaded']}"
+
+
+def test_runs_loads_neither_pyarrow_nor_the_change_points(warehouse: Path) -> None:
+    got = _loaded(["runs", "-w", str(warehouse)])
+    assert got["exit"] == 0, got["out"]
+    # workload identity is a Polars frame; pyarrow (~50 MB), numpy (one run: no fingerprint
+    # to compare with) and the change-point code are not needed to list runs
+    assert "pyarrow" not in got["loaded"] and "numpy" not in got["loaded"], got["loaded"]
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, tracewh.history.instances; "
+         "print('tracewh.history.changepoint' in sys.modules)"],
+        capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "False"

@@ -19,6 +19,7 @@ from tracewh.core.errors import QueryError, UsageError
 from tracewh.ingest.memory import retry_on_oom, set_limit
 from tracewh.query.db import to_frame
 from tracewh.query.options import MemoryOptions
+from tracewh.query.udfs import with_functions
 
 if TYPE_CHECKING:  # Polars is imported where a frame is filtered (not by `import tracewh.cli`)
     import polars as pl
@@ -190,7 +191,8 @@ def _macro(
             set_limit(con, memory_limit)
 
             def step() -> Any:
-                return to_frame(con.sql(query, params={"run": ref.run_id, **params}))
+                return with_functions(
+                    con, lambda: to_frame(con.sql(query, params={"run": ref.run_id, **params})))
 
             frame, _ = retry_on_oom(con, step, memory_limit)
             result: pl.DataFrame = frame

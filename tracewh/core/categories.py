@@ -7,7 +7,7 @@ code) import them from here, so that importing them does not import pyarrow.
 from __future__ import annotations
 
 __all__ = [
-    "GPU_OP_CATEGORIES", "LAUNCH_FLOW_CATEGORIES", "MODULE_PREFIX", "PYTHON_CATEGORY",
+    "BASELINE_ANOMALIES", "GPU_OP_CATEGORIES", "LAUNCH_FLOW_CATEGORIES", "MODULE_PREFIX", "PYTHON_CATEGORY",
     "RUNTIME_CATEGORIES",
 ]
 
@@ -37,3 +37,10 @@ PYTHON_CATEGORY = "python_function"
 
 #: Name prefix of the python_function spans of nn.Module calls (``nn.Module: Linear_3``).
 MODULE_PREFIX = "nn.Module: "
+
+#: The ``runs.anomalies_json`` keys that skew a run's times (counted at ingest by
+#: ``sql/ingest/40_anomalies.sql``): a run with a count > 0 of any of them is flagged and stays
+#: out of history baselines and change-point series (:mod:`tracewh.history.health` reads this;
+#: the one definition, re-exported as ``tracewh.schema.arrow.BASELINE_ANOMALIES``).
+#: ``truncated_strings`` is informational and not among them.
+BASELINE_ANOMALIES: tuple[str, ...] = ("duplicate_events", "correlation_reuse", "gpu_outside_cpu_window")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import polars as pl
 
@@ -27,58 +27,15 @@ from tracewh.history.changes import (
     group_changes,
     metric_unit,
 )
-from tracewh.history.health import unusable_runs
 from tracewh.history.options import ChangesOptions
 from tracewh.history.runseries import unstored_days
+from tracewh.history.runset import RunSet, memoized, run_set
 from tracewh.history.series import parse_since
-from tracewh.history.workload import (
-    DEFAULT_KEYS,
-    DEFAULT_THRESHOLD,
-    assign_workloads,
-    unfingerprinted,
-)
+from tracewh.history.workload import DEFAULT_KEYS, DEFAULT_THRESHOLD
 from tracewh.query.runsel import Catalog, Source, where_frame
 
 __all__ = ["DEFAULT_ALPHA", "DEFAULT_KEYS", "ChangesReport", "RunSet", "changes", "run_set",
            "series_values"]
-
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class RunSet:
-    """The runs of a question: each with its workload, series, instance and health."""
-
-    runs: pl.DataFrame  # runs columns + workload, workload_by, similarity, series, instance
-    excluded: pl.DataFrame  # run_id, reasons: unusable runs left out
-    fingerprinted: int = 0  # runs whose fingerprint was computed from their tables here
-
-
-def run_set(
-    src: Source,
-    *,
-    keys: Sequence[str] = DEFAULT_KEYS,
-    threshold: float = DEFAULT_THRESHOLD,
-    include_unusable: bool = False,
-) -> RunSet:
-    """Every visible run with its workload identity; unusable runs apart (unless included).
-
-    A run ingested before the ``fingerprints`` table whose labels do not name its workload
-    gets its fingerprint computed from its stored tables (``run_fingerprints_in``, the
-    ingest's definition), so old warehouses compare as new ones do; ``tracewh compact``
-    stores these (``RunSet.fingerprinted`` counts the runs computed here). Inside a
-    ``Warehouse.session()`` it is computed once per argument set (see ``memoized``).
-    """
-    return _memoized(src, ("run_set", tuple(keys), threshold, include_unusable),
-                     lambda: _run_set(src, keys=keys, threshold=threshold,
-                                      include_unusable=include_unusable))  # fmt: skip
-
-
-def _memoized(src: Source, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
-    """``compute()``, once per ``key`` inside a session where ``src`` has ``memoized``."""
-    memo = getattr(src, "memoized", None)
-    return compute() if memo is None else cast("_T", memo(key, compute))
-
 
 def series_values(
     src: Source, *, since: dt.date | None, kernel: str | None = None,
@@ -97,41 +54,11 @@ def series_values(
             "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
             " module_prefix := $m)",
             {"s": since, "k": kernel, "c": category, "m": module}, since=since,
-            days=_memoized(src, ("unstored_days", since),
+            days=memoized(src, ("unstored_days", since),
                                 lambda: unstored_days(src, since=since)) if plain else None,
         )
 
-    return _memoized(src, ("series_values", since, kernel, category, module), compute)
-
-
-def _run_set(
-    src: Source, *, keys: Sequence[str], threshold: float, include_unusable: bool
-) -> RunSet:
-    table, computed = _with_fingerprints(src, src.run_table(), keys)
-    wl = assign_workloads(table, keys=keys, threshold=threshold)
-    runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
-    bad = unusable_runs(runs)
-    if not include_unusable and not bad.is_empty():
-        runs = runs.join(bad.select("run_id"), on="run_id", how="anti")
-    return RunSet(runs.sort(["start_ns", "rank", "run_id"], nulls_last=True), bad, computed)
-
-
-def _with_fingerprints(
-    src: Source, table: pl.DataFrame, keys: Sequence[str]
-) -> tuple[pl.DataFrame, int]:
-    """``table`` with the missing ``minhash`` of runs that need one computed from their tables."""
-    ids = unfingerprinted(table, keys)
-    if not ids:
-        return table, 0
-    days = set(table.filter(pl.col("run_id").is_in(ids))["day"].to_list())
-    found = src.sql("SELECT run_id, minhash AS computed FROM run_fingerprints_in($ids)",
-                    {"ids": ids}, days=days)  # fmt: skip
-    if "minhash" not in table.columns:
-        table = table.with_columns(pl.lit(None, dtype=pl.List(pl.Int64)).alias("minhash"))
-    out = table.join(found, on="run_id", how="left", maintain_order="left").with_columns(
-        pl.coalesce(pl.col("minhash"), pl.col("computed").cast(pl.List(pl.Int64))).alias("minhash")
-    )
-    return out.drop("computed"), found.height
+    return memoized(src, ("series_values", since, kernel, category, module), compute)
 
 
 def commit_label(labels_json: str | None) -> str | None:

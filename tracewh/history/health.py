@@ -27,7 +27,7 @@ import json
 
 import polars as pl
 
-from tracewh.schema.arrow import BASELINE_ANOMALIES
+from tracewh.core.categories import BASELINE_ANOMALIES
 
 #: The reason a baseline-gating key (:data:`~tracewh.schema.arrow.BASELINE_ANOMALIES`) is reported
 #: as, where it is not the key itself.

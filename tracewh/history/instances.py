@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tracewh.core.errors import UsageError
-from tracewh.history.alerts import run_set
+from tracewh.history.runset import run_set
 from tracewh.query.runsel import RunRef, Source
 
 __all__ = ["distinct_ranks", "instance_runs", "with_workload"]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracewh.query.db import connect_catalog, shadow_files
+from tracewh.query.udfs import with_functions
 from tracewh.schema.plain import tables
 
 if TYPE_CHECKING:
@@ -107,10 +108,10 @@ def write_series(
         con.executemany(f"INSERT INTO temp.raw_runs VALUES ({', '.join('?' for _ in cols)})",
                         [[row.get(c) for c in cols] for row in runs])  # fmt: skip
         select = tables()["run_series"].select_list()
-        con.execute(
+        with_functions(con, lambda: con.execute(
             f"COPY (SELECT {select} FROM run_series_rows ORDER BY run_id, metric, key) "
             "TO $out (FORMAT parquet, COMPRESSION zstd)", {"out": str(out)},
-        )
+        ))
         counts = {
             str(r): int(n) for r, n in con.execute(
                 "SELECT run_id, count(*) FROM read_parquet($out, hive_partitioning = false) GROUP BY run_id",

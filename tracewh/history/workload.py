@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from tracewh.history.options import DEFAULT_KEYS as DEFAULT_KEYS
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 #: Least share of equal MinHash slots for two runs to be one workload.
 DEFAULT_THRESHOLD = 0.5
@@ -95,7 +99,9 @@ def assign_workloads(
     # signatures, not every pair of runs (quadratic in the runs)
     first_row: dict[tuple[int, ...], int] = {}
     width = max((len(s) for s in sigs if s), default=0)
-    mat = np.zeros((len(ids), max(width, 1)), dtype=np.int64)
+    # numpy only once a second distinct signature is compared (listing runs without
+    # one imports none of it)
+    mat: NDArray[np.int64] | None = None
     n_distinct = 0
     distinct_row: list[int] = []
     for i, (rid, lab, sig) in enumerate(zip(ids, labels, sigs, strict=True)):
@@ -112,9 +118,14 @@ def assign_workloads(
         key = tuple(sig)
         best, best_sim = first_row.get(key), 1.0
         if best is None:
-            mat[n_distinct] = sig
             best_sim = -1.0
             if n_distinct:
+                import numpy as np
+
+                if mat is None:
+                    mat = np.zeros((len(ids), width), dtype=np.int64)
+                    mat[:n_distinct] = np.asarray([sigs[r] for r in distinct_row], dtype=np.int64)
+                mat[n_distinct] = sig
                 sims = (mat[:n_distinct] == mat[n_distinct]).mean(axis=1)
                 j = int(np.argmax(sims))
                 best, best_sim = distinct_row[j], float(sims[j])

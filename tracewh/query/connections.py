@@ -31,6 +31,7 @@ from tracewh.query.db import (
 )
 from tracewh.query.pinned import Pinned
 from tracewh.query.settings import PrivateTemp, QuerySettings
+from tracewh.query.udfs import register_functions
 from tracewh.storage.snapshot import LiveSnapshot
 from tracewh.storage.store import Store, select_files
 
@@ -136,9 +137,13 @@ class Connections:
         With ``days``, run tables hold only those ``day`` partitions, with ``since``
         only the partitions of that day or later (``runs`` is always whole):
         per-run analyses then cost the same whatever the warehouse's size. The
-        caller closes it. Inside :meth:`session`, it reads the session's snapshot.
+        caller closes it. Inside :meth:`session`, it reads the session's snapshot. The
+        caller runs any SQL on it, so it has the Python functions of ``sql/`` registered
+        (:mod:`tracewh.query.udfs`).
         """
-        return self._connect(days=days, since=since, own=True)
+        con = self._connect(days=days, since=since, own=True)
+        register_functions(con)
+        return con
 
     def _connect(
         self,

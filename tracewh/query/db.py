@@ -24,7 +24,7 @@ from tracewh.core.cache import cache_folder, own_file
 from tracewh.core.errors import SqlDefinitionError
 from tracewh.core.sqlfiles import SQL_DIR, sql_files, sql_string
 from tracewh.query.fetch import Rows, fetch_frame, fetch_rows, first_line, to_frame
-from tracewh.query.graphalign import graph_align
+from tracewh.query.udfs import register_functions
 from tracewh.query.views import (
     create_raw_relations,
     create_visible_views,
@@ -51,26 +51,14 @@ TableInfo = tuple[str, bool]
 #: keeps pyarrow out of a query command's start.
 _CATALOG_SOURCES = (Path(__file__).parents[1] / "schema" / "arrow.py",
                     Path(__file__).parents[1] / "schema" / "evolution.py", Path(__file__),
-                    Path(__file__).with_name("graphalign.py"), Path(__file__).with_name("views.py"))
-
-def register_functions(con: duckdb.DuckDBPyConnection) -> None:
-    """Register the Python scalar functions ``sql/`` calls (DuckDB binds them by name).
-
-    ``graph_align(VARCHAR[], VARCHAR[]) -> INTEGER[]``: the capture node of each replayed
-    op (:func:`tracewh.query.graphalign.graph_align`), read by ``graph_replay_map``. A macro
-    needs the function when it is defined and on every connection that calls it, so
-    :func:`apply_sql` and every catalog connection register it.
-    """
-    with contextlib.suppress(duckdb.InvalidInputException):  # not there yet
-        con.remove_function("graph_align")
-    con.create_function("graph_align", graph_align, ["VARCHAR[]", "VARCHAR[]"], "INTEGER[]",
-                        side_effects=False)
-
+                    Path(__file__).with_name("graphalign.py"), Path(__file__).with_name("views.py"),
+                    Path(__file__).with_name("udfs.py"))
 
 def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
     """Run every ``sql/*.sql`` file on ``con`` in file-name order.
 
-    A file that fails raises :class:`SqlDefinitionError` naming it (one line in the CLI).
+    The Python functions ``sql/`` calls are registered first (a macro naming one is bound
+    when it is defined: :mod:`tracewh.query.udfs`). A file that fails raises :class:`SqlDefinitionError` naming it (one line in the CLI).
     """
     register_functions(con)
     for path in sql_files(sql_dir):
@@ -182,11 +170,13 @@ def _open_trusted(path: Path, digest: str) -> duckdb.DuckDBPyConnection | None:
     default one) rather than opened with ``duckdb.connect(path)``: connections to one
     file share one DuckDB instance per process, so a setting one of them locks
     (:func:`tracewh.query.sqlguard.confine`) would be locked for every later one.
+    The Python functions of :mod:`tracewh.query.udfs` are not registered here: a query
+    that needs one registers them (:func:`tracewh.query.udfs.with_functions`), so a
+    connection that never calls one never imports numpy.
     """
     if not own_file(path):
         return None
     con = duckdb.connect()
-    register_functions(con)
     try:
         con.execute("ATTACH ? AS tw_catalog (READ_ONLY)", [str(path)])
         con.execute("USE tw_catalog")
@@ -335,6 +325,7 @@ def connect_tables(
     """
     if apply:
         con = connect_catalog(sql_dir=sql_dir)
+        register_functions(con)  # the caller runs any SQL on it, without with_functions
         _settings(con, memory_limit, temp_directory)
         if filesystem is not None:
             con.register_filesystem(filesystem)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import duckdb
 
 from tracewh.core.errors import QueryError
+from tracewh.query.udfs import with_functions
 
 if TYPE_CHECKING:
     import polars as pl
@@ -54,7 +55,7 @@ def fetch_rows(
             return Rows([], [], [])
         return Rows(list(rel.columns), [str(t) for t in rel.types], rel.fetchall())
 
-    return _guarded(query, fetch)
+    return _guarded(con, query, fetch)
 
 
 def fetch_frame(
@@ -71,7 +72,7 @@ def fetch_frame(
             return pl.DataFrame()
         return to_frame(rel)
 
-    return _guarded(query, fetch)
+    return _guarded(con, query, fetch)
 
 
 def fetch_head(
@@ -104,7 +105,7 @@ def fetch_head(
         frame = pl.DataFrame(pa.Table.from_batches(batches, schema=reader.schema))
         return frame.head(max_rows), rows > max_rows
 
-    return _guarded(query, fetch)
+    return _guarded(con, query, fetch)
 
 
 def to_frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
@@ -122,10 +123,11 @@ def to_frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
 _T = TypeVar("_T")
 
 
-def _guarded(query: str, fetch: Callable[[], _T]) -> _T:
-    """``fetch()``, DuckDB's errors raised as :class:`QueryError`."""
+def _guarded(con: duckdb.DuckDBPyConnection, query: str, fetch: Callable[[], _T]) -> _T:
+    """``fetch()`` (with the Python functions it may need, :func:`~tracewh.query.udfs.with_functions`),
+    DuckDB's errors raised as :class:`QueryError`."""
     try:
-        return fetch()
+        return with_functions(con, fetch)
     except duckdb.IOException as exc:
         raise QueryError(
             query, f"{first_line(exc)} (a data file is missing or damaged: run `tracewh verify`)"

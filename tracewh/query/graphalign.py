@@ -5,8 +5,8 @@ records one more copy, a profiler that drops an op at the edge of its window): t
 alignment is a longest common subsequence of the two name sequences, so nodes may be
 inserted or deleted anywhere (start, middle, end, several places) and the rest still
 pair up in order. ``sql/45_graphs.sql`` reads the mapping through the DuckDB scalar
-function ``graph_align`` (registered by :func:`tracewh.query.db.apply_sql` and on every
-catalog connection); this module is pure Python and imports nothing of tracewh.
+function ``graph_align`` (registered by :func:`tracewh.query.db.apply_sql` and, on a query
+connection, when a statement first needs it: :mod:`tracewh.query.udfs`); this module is pure Python and imports nothing of tracewh.
 
 Definitions (used by ``graph_replay_map``):
 

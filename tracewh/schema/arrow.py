@@ -21,6 +21,7 @@ import pyarrow as pa
 
 # the event categories and name prefixes live in tracewh.core.categories (no pyarrow there, so
 # the ingest modules that need only them do not import pyarrow); re-exported here
+from tracewh.core.categories import BASELINE_ANOMALIES as BASELINE_ANOMALIES
 from tracewh.core.categories import GPU_OP_CATEGORIES as GPU_OP_CATEGORIES
 from tracewh.core.categories import LAUNCH_FLOW_CATEGORIES as LAUNCH_FLOW_CATEGORIES
 from tracewh.core.categories import MODULE_PREFIX as MODULE_PREFIX
@@ -201,8 +202,3 @@ TABLES: dict[str, TableSpec] = {
 #: Child tables in commit order (``runs`` is committed after all of them).
 CHILD_TABLES: tuple[str, ...] = tuple(name for name, spec in TABLES.items() if spec.is_run_child)
 
-#: The ``runs.anomalies_json`` keys that skew a run's times (counted at ingest by
-#: ``sql/ingest/40_anomalies.sql``): a run with a count > 0 of any of them is flagged and stays
-#: out of history baselines and change-point series (:mod:`tracewh.history.health` reads this;
-#: the one definition). ``truncated_strings`` is informational and not among them.
-BASELINE_ANOMALIES: tuple[str, ...] = ("duplicate_events", "correlation_reuse", "gpu_outside_cpu_window")
