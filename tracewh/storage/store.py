@@ -99,8 +99,9 @@ def select_files(
     those ``day`` partitions (and ``ingest_log`` none: per-run analyses never
     read it); other tables, and run-child tables without partitions, keep every file.
     """
-    from tracewh.schema.arrow import TABLES
+    from tracewh.schema.plain import tables  # the schema without pyarrow (a query's start)
 
+    plain = tables()
     restricted = days is not None or since is not None
     wanted = {d.isoformat() for d in days} if days is not None else None
     after = since.isoformat() if since is not None else None
@@ -110,7 +111,7 @@ def select_files(
             files[name] = []
         elif not restricted or not run_child.get(name, False):
             files[name] = [path for path, _ in live[name]]
-        elif wanted is not None and not wanted and name in TABLES and TABLES[name].partition_by:
+        elif wanted is not None and not wanted and name in plain and plain[name].partition_by:
             files[name] = []  # no day: its log need not be read (a LiveSnapshot reads it lazily)
         else:  # ISO dates compare as text in date order
             files[name] = [
