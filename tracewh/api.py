@@ -22,7 +22,7 @@ from tracewh.query import macros
 from tracewh.query import options as opts
 from tracewh.query.methods import QueryMethods
 from tracewh.query.runs import LATEST_FIRST
-from tracewh.query.runsel import RunFilter, RunRef, RunSelector
+from tracewh.query.runsel import RunFilter, RunRef, RunSelector, days_of
 from tracewh.query.session import Session
 from tracewh.query.settings import DEFAULT_MEMORY_LIMIT, QuerySettings
 from tracewh.storage.store import Store
@@ -260,7 +260,8 @@ class Warehouse(QueryMethods):
         """Multi-rank comparison within the job instance of ``run`` (else the latest of ``job``, else
         the latest run's): ``rank_<view>`` of ``sql/80_ranks.sql``, ``imbalance``/``kernels``/``stragglers``."""
         macros.check_choice("view", view, opts.RANK_VIEWS)
-        return self.call(f"rank_{view}", self.rank_runs(job, run=run))
+        ids = self.rank_runs(job, run=run)
+        return self.call(f"rank_{view}", ids, days=days_of(self, ids))
 
     def job_runs(self, runs: Sequence[RunSelector] = ()) -> list[str]:
         """The runs of a multi-rank question: the job instance of one run (or ``latest``), or

@@ -40,7 +40,7 @@ class FakeSource:
             pl.col("run_id") == selector).row(0, named=True)  # fmt: skip
         return RunRef(row["run_id"], row["day"], row["job"], row["rank"])
 
-    def run_table(self) -> pl.DataFrame:
+    def run_table(self, **_: object) -> pl.DataFrame:
         df = self.con.sql("SELECT * EXCLUDE (metadata_json) FROM runs").pl()
         return df.with_columns(pl.Series("minhash", [self.minhash.get(r) for r in df["run_id"]],
                                          dtype=pl.List(pl.Int64)))  # fmt: skip

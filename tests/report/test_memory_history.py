@@ -45,7 +45,7 @@ class FakeSource:
         row = df.row(0, named=True)
         return RunRef(row["run_id"], row["day"], row["job"], row["rank"])
 
-    def run_table(self) -> pl.DataFrame:
+    def run_table(self, **_: object) -> pl.DataFrame:
         df = self.con.sql("SELECT * EXCLUDE (metadata_json) FROM runs").pl()
         return df.with_columns(pl.Series("minhash", [None] * df.height, dtype=pl.List(pl.Int64)))
 

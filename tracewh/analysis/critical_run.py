@@ -9,12 +9,13 @@ run's collectives waited for on the other ranks of its job comes from ``collecti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from tracewh.analysis import critical_path as cp
 from tracewh.core.errors import UsageError
+from tracewh.query.runsel import days_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,32 +43,40 @@ def run_critical_path(
     >>> Warehouse("wh").critical_path("latest", step=3).by_bound  # doctest: +SKIP
     """
     lo = hi = None
+    day = _day(ref)  # the run's partition: the cost of a run is the same at any history length
     if step is not None:
-        win = wh.call("cp_step_window", ref.run_id, step=step)
+        win = wh.call("cp_step_window", ref.run_id, step=step, days=day)
         if win.is_empty():
             steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
-                           {"r": ref.run_id})["step"].to_list()
+                           {"r": ref.run_id}, days=day)["step"].to_list()
             shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
             raise UsageError(f"run {ref.run_id[:16]} has no step {step} "
                              f"(steps: {shown or 'none'})")
         lo, hi = int(win["lo_ns"][0]), int(win["hi_ns"][0])
     with wh.session():
         rows = [
-            wh.call("cp_cpu", ref.run_id, lo_ns=lo, hi_ns=hi, loading=list(data_loading)),
-            wh.call("cp_gpu", ref.run_id, lo_ns=lo, hi_ns=hi),
-            wh.call("cp_sync", ref.run_id, lo_ns=lo, hi_ns=hi),
+            wh.call("cp_cpu", ref.run_id, lo_ns=lo, hi_ns=hi, loading=list(data_loading),
+                    days=day),
+            wh.call("cp_gpu", ref.run_id, lo_ns=lo, hi_ns=hi, days=day),
+            wh.call("cp_sync", ref.run_id, lo_ns=lo, hi_ns=hi, days=day),
         ]
-        merge = wh.call("cp_thread_merge", ref.run_id, lo_ns=lo, hi_ns=hi)
+        merge = wh.call("cp_thread_merge", ref.run_id, lo_ns=lo, hi_ns=hi, days=day)
         path = cp.critical_path(*rows, merge_tids=dict(zip(
             merge["from_tid"].to_list(), merge["to_tid"].to_list(), strict=True)))
         del rows
-        names = wh.call("cp_names", ref.run_id, lo_ns=lo, hi_ns=hi)
+        names = wh.call("cp_names", ref.run_id, lo_ns=lo, hi_ns=hi, days=day)
     path = with_names(path, names)
     path.extra.update(run_id=ref.run_id, rank=ref.rank, step=step, lo_ns=lo, hi_ns=hi)
     if len(ranks) > 1:  # the other ranks of its job: whom its collectives waited for
         path.extra["cross_rank"] = cross_rank(
-            path, wh.call("collective_holdups", list(ranks), run_id=ref.run_id))
+            path, wh.call("collective_holdups", list(ranks), run_id=ref.run_id,
+                          days=days_of(wh, ranks)))
     return path
+
+
+def _day(ref: RunRef) -> set[Any] | None:
+    """The run's ``day`` partition as ``days=`` (None: every partition, for a run without one)."""
+    return None if ref.day is None else {ref.day}
 
 
 def step_critical_paths(
@@ -83,7 +92,7 @@ def step_critical_paths(
     import polars as pl
 
     steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
-                   {"r": ref.run_id})["step"].to_list()[:max_steps]
+                   {"r": ref.run_id}, days=_day(ref))["step"].to_list()[:max_steps]
     rows = []
     with wh.session():
         for n in steps:
@@ -127,7 +136,7 @@ def critical_path_history(
     with wh.session():
         for ref in refs:
             steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
-                           {"r": ref.run_id})["step"].to_list()
+                           {"r": ref.run_id}, days=_day(ref))["step"].to_list()
             step = int(steps[step_index]) if len(steps) > step_index else None
             path = run_critical_path(wh, ref, step=step, data_loading=data_loading)
             total = path.total_ns

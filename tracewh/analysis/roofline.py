@@ -160,9 +160,13 @@ def roofline(
     params = _sql_peaks(peak_tflops, peak_tbs)
     ref = wh.resolve_run(run)
     # a graph replay's kernels are attributed to the operators of the trace that captured
-    # the graph, which may be of another day: the whole snapshot then
-    replay = wh.run_row(ref).get("kind") == "replay"
-    days = None if replay else [ref.day]
+    # the graph, which may be of another day: the days of its job's captures and replays
+    # too (as the per-run macros of graphs read them: Session.run_conn)
+    days = {ref.day}
+    if wh.run_row(ref).get("kind") == "replay":
+        days |= set(wh.sql(
+            "SELECT DISTINCT day FROM runs WHERE job = $job AND kind IN ('capture', 'replay')",
+            {"job": ref.job}, days=set())["day"].to_list())
     df = wh.call("roofline", ref.run_id, days=days, op_pattern=op, **params)
     return df.head(top) if top else df
 

@@ -20,6 +20,7 @@ from tracewh.history.workload import (
     DEFAULT_KEYS,
     DEFAULT_THRESHOLD,
     assign_workloads,
+    label_workload,
     unfingerprinted,
 )
 from tracewh.query.runsel import Source
@@ -67,7 +68,14 @@ def memoized(src: Source, key: tuple[Any, ...], compute: Callable[[], _T]) -> _T
 def _run_set(
     src: Source, *, keys: Sequence[str], threshold: float, include_unusable: bool
 ) -> RunSet:
-    table, computed = _with_fingerprints(src, src.run_table(), keys)
+    # fingerprints only where labels do not name the workload: a labelled fleet's runs
+    # never open the fingerprints table (one small file per run)
+    table = src.run_table(minhash_days=set())
+    need = {d for d, lab in zip(table["day"].to_list(), table["labels_json"].to_list(),
+                                strict=True) if label_workload(lab, keys) is None}  # fmt: skip
+    if need:  # a run without a day: every partition
+        table = src.run_table(minhash_days=None if None in need else need)
+    table, computed = _with_fingerprints(src, table, keys)
     wl = assign_workloads(table, keys=keys, threshold=threshold)
     runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
     bad = unusable_runs(runs)

@@ -133,11 +133,13 @@ class QueryMethods:
         return scan(self.catalog, table)
 
     # ------------------------------------------------------------------- runs
-    def run_table(self) -> pl.DataFrame:
-        """Every visible run (all ``runs`` columns but ``metadata_json``) with its fingerprint's ``minhash``."""
+    def run_table(self, *, minhash_days: Collection[date] | None = None) -> pl.DataFrame:
+        """Every visible run (all ``runs`` columns but ``metadata_json``) with its fingerprint's
+        ``minhash``; with ``minhash_days``, fingerprints are read from those days alone (NULL
+        elsewhere; an empty set: the ``fingerprints`` table is not opened)."""
         out: pl.DataFrame = self.catalog.fetch_own(
             "SELECT r.* EXCLUDE (metadata_json), f.minhash FROM runs r LEFT JOIN fingerprints f USING (run_id)",
-            only=("runs", "fingerprints"))
+            only=("runs", "fingerprints"), days=minhash_days)
         return out
 
     def resolve_run(self, selector: RunSelector = "latest") -> RunRef:

@@ -285,7 +285,22 @@ class RunFilter:
         return out if self.since is None else out.filter(pl.col("day") >= self.since)
 
 
-class Source(Protocol):
+class Queryable(Protocol):
+    """What runs SQL over the views (a :class:`tracewh.api.Warehouse`)."""
+
+    def sql(
+        self,
+        query: str,
+        params: Sequence[Any] | Mapping[str, Any] | None = None,
+        *,
+        days: Collection[dt.date] | None = None,
+        since: dt.date | None = None,
+    ) -> pl.DataFrame:
+        """A SQL query over the views (``days``/``since`` restrict the partitions)."""
+        ...
+
+
+class Source(Queryable, Protocol):
     """The queries the many-run analyses run (a :class:`tracewh.api.Warehouse`)."""
 
     def sql(
@@ -303,8 +318,9 @@ class Source(Protocol):
         """A run selector resolved to one run."""
         ...
 
-    def run_table(self) -> pl.DataFrame:
-        """Every visible run with its fingerprint's ``minhash`` (NULL without one)."""
+    def run_table(self, *, minhash_days: Collection[dt.date] | None = None) -> pl.DataFrame:
+        """Every visible run with its fingerprint's ``minhash`` (NULL without one; with
+        ``minhash_days``, NULL outside those days)."""
         ...
 
 
@@ -339,6 +355,18 @@ class Catalog(Source, Protocol):
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
         """Every visible run, latest first (``where``: label/field filters)."""
         ...
+
+
+def days_of(src: Queryable, run_ids: Sequence[str]) -> set[dt.date]:
+    """The ``day`` partitions of runs ``run_ids``: what a query of only their rows reads.
+
+    Read from ``runs`` alone (no run table's log is opened); pass the result as ``days=``,
+    so that such a query costs the same whatever the warehouse's size.
+    """
+    frame = src.sql("SELECT DISTINCT day FROM runs WHERE run_id IN (SELECT unnest($ids))",
+                    {"ids": list(run_ids)}, days=set())  # fmt: skip
+    return {d for d in frame["day"].to_list() if d is not None}
+
 
 _SINCE_RE = re.compile(r"^\s*(\d+)\s*([dw])\s*$", re.IGNORECASE)
 

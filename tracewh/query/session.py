@@ -138,10 +138,11 @@ class Session(Connections):
     def fetch_own(
         self, query: str, params: Mapping[str, Any] | None = None, *,
         only: str | Collection[str] | None = None, kind: Kind = "polars",
+        days: Collection[date] | None = None,
     ) -> Any:
         """The library's own fixed query (not checked); ``only``: that table's (those tables')
-        snapshot alone, the others empty."""
-        with self.conn(only=only) as con:
+        snapshot alone, the others empty; ``days``: of the run tables, those partitions."""
+        with self.conn(only=only, days=days) as con:
             return fetch_as(con, query, params, kind)
 
     def on_runs(self, read: Callable[[duckdb.DuckDBPyConnection], _T]) -> _T:

@@ -19,7 +19,7 @@ import polars as pl
 
 from tracewh.core.errors import TracewhError
 from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
-from tracewh.query.runsel import RunSelector
+from tracewh.query.runsel import RunSelector, days_of
 from tracewh.report.protocol import WarehouseLike, as_frame, one_snapshot
 from tracewh.report.trends import Trend, collect_history
 
@@ -103,11 +103,12 @@ def collect_run(
         # (no heatmap, no imbalance across ranks, no stragglers): its queries are skipped
         ids = rank_runs(run=ref)
         if len(ids) > 1:
-            rank_kernels = _with_short_names(wh, wh.call("rank_kernels", ids))
-            rank_imbalance = wh.call("rank_imbalance", ids)
-            rank_stragglers = wh.call("rank_stragglers", ids)
+            days = days_of(wh, ids)  # their partitions: the same cost at any history length
+            rank_kernels = _with_short_names(wh, wh.call("rank_kernels", ids, days=days), days)
+            rank_imbalance = wh.call("rank_imbalance", ids, days=days)
+            rank_stragglers = wh.call("rank_stragglers", ids, days=days)
     elif job is not None:
-        rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=ref))
+        rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=ref), None)
         rank_imbalance = wh.ranks(view="imbalance", run=ref)
         rank_stragglers = wh.ranks(view="stragglers", run=ref)
     return RunData(
@@ -195,17 +196,17 @@ def _timeline(wh: WarehouseLike, run_id: str, *, steps: int) -> tuple[pl.DataFra
     return df.drop("name"), note
 
 
-def _with_short_names(wh: WarehouseLike, rank_kernels: pl.DataFrame) -> pl.DataFrame:
-    """``rank_kernels`` with each kernel's ``short_name`` (from ``gpu_ops``)."""
+def _with_short_names(
+    wh: WarehouseLike, rank_kernels: pl.DataFrame, days: set[Any] | None
+) -> pl.DataFrame:
+    """``rank_kernels`` with each kernel's ``short_name`` (from ``gpu_ops`` of ``days``)."""
     if rank_kernels.is_empty():
         return rank_kernels
-    run_ids = rank_kernels["run_id"].unique().implode()
-    names = (
-        wh.scan("gpu_ops")
-        .filter(pl.col("run_id").is_in(run_ids))
-        .select("name", "short_name")
-        .unique(subset="name")
-        .collect()
+    run_ids = rank_kernels["run_id"].unique().to_list()
+    names = wh.sql(
+        "SELECT name, any_value(short_name) AS short_name FROM gpu_ops"
+        " WHERE run_id IN (SELECT unnest($ids)) GROUP BY name",
+        {"ids": run_ids}, days=days,
     )
     return rank_kernels.join(names, on="name", how="left").with_columns(
         pl.col("short_name").fill_null(pl.col("name"))
