@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChangesResult", "DiffResult", "HistoryResult", "RanksResult", "changes", "check_document",
-    "critical_path_document", "critical_path_edges", "diff", "history", "json_ready", "json_rows", "json_text", "ranks",
+    "critical_path_document", "critical_path_edges", "diff", "graph_runs_note", "history", "json_ready", "json_rows", "json_text", "ranks",
 ]  # fmt: skip
 
 
@@ -305,3 +305,29 @@ def critical_path_edges(path: CriticalPath) -> pl.DataFrame:
     """``tracewh critical-path --by edge``: the path's edges with their ``position`` on it,
     longest first."""
     return path.edges.with_row_index("position").sort("dur_ns", descending=True)
+
+
+def graph_runs_note(wh: Warehouse, run_ids: list[str]) -> str | None:
+    """The line for rows over many runs whose operators may come from graph captures
+    (``history --op``): how many of the runs replay graphs, and the lowest match quality
+    among them (``Warehouse.graph_match`` of each replaying run); None without replays. The
+    CLI prints it as a note, the MCP ``history`` tool returns it as one."""
+    import polars as pl
+
+    runs = wh.runs()
+    if "kind" not in runs.columns:
+        return None
+    replay = runs.filter(pl.col("run_id").is_in(run_ids) & (pl.col("kind") == "replay"))["run_id"]
+    if replay.is_empty():
+        return None
+    quality = {rid: wh.graph_match(rid).get("match_quality") for rid in replay.to_list()}
+    unmapped = sorted(r for r, q in quality.items() if not isinstance(q, int | float))
+    mapped = {r: float(q) for r, q in quality.items() if isinstance(q, int | float)}
+    parts = [f"graph replays in {len(quality)} of {len(set(run_ids))} runs: their operators' GPU "
+             "time comes through the capture"]
+    if mapped:
+        worst = min(mapped, key=lambda r: mapped[r])
+        parts.append(f"lowest match quality {100 * mapped[worst]:.1f}% (run {worst[:12]})")
+    if unmapped:
+        parts.append(f"{len(unmapped)} run(s) with no capture matched (run {unmapped[0][:12]})")
+    return "; ".join(parts) + "; `tracewh ops --run RUN` says how a run's replays matched"

@@ -27,3 +27,31 @@ def test_ops_says_what_an_empty_op_name_is_and_history_warns_of_mixed_workloads(
     assert res.exit_code == 0 and "these rows mix 2 workloads" in res.output, res.output
     res = run(app, ["history", "-w", wh, "--where", "model=sd35"], env={"COLUMNS": "200"})
     assert "mix" not in res.output
+
+
+def test_history_op_says_which_runs_replay_graphs(tmp_path: Path) -> None:
+    """`history --op` shows operators' TFLOP/s per run; a replaying run's operators come
+    through its capture (issue 30, item 1): the note says how many runs replay and their
+    lowest match quality. Two nights that capture their graph (CUDA: the capture names no
+    kernels, so 0 of 8 ops match by name: 0.0%) and a trace that replays without one."""
+    import datetime as dt
+
+    from tracewh.api import Warehouse
+    from tracewh.synth import write_history
+
+    write_history(tmp_path / "graphs", SynthConfig(steps=2, layers=1, seed=6, python=True,
+                                                  graph_capture=True, model="graphs"),
+                  runs=2, start=dt.date(2025, 1, 1))
+    write_trace(tmp_path / "plain" / "rank-0.pt.trace.json", SynthConfig(steps=2, layers=1, seed=3))
+    wh = str(tmp_path / "wh")
+    run = CliRunner().invoke
+    assert run(app, ["ingest", str(tmp_path / "graphs"), str(tmp_path / "plain"), "-w", wh]).exit_code == 0
+    quality = {r: Warehouse(wh).graph_match(r)["match_quality"] for r in Warehouse(wh).runs()["run_id"]}
+    assert sorted(quality.values(), key=str) == [0.0, 0.0, None]  # the plain trace: no capture
+    plain = next(r for r, q in quality.items() if q is None)
+    res = run(app, ["history", "-w", wh, "--op", "addmm"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "graph replays in 3 of 3 runs: their operators' GPU time comes through the capture" in text
+    assert "lowest match quality 0.0%" in text
+    assert f"1 run(s) with no capture matched (run {plain[:12]})" in text

@@ -1,7 +1,8 @@
 """The per-run tools say how a run's graph replays map to their capture (issue 30, item 1).
 
 `ops`, `modules` and `roofline` attribute a replayed kernel through its capture: as on the
-CLI, a note gives the match quality; the structured rows stay the CLI's JSON.
+CLI, a note gives the match quality; the structured rows stay the CLI's JSON. `history` with
+`op` (operators' TFLOP/s over runs) counts the runs that replay graphs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def test_graph_match_note_beside_graph_derived_rows(tmp_path: Path, open_session
 
     async def main() -> list[Any]:
         async with open_session(tmp_path / "wh") as s:
-            return [await s.call_tool(name, {"top": 0}) for name in ("ops", "modules", "roofline", "steps")]
+            return [*[await s.call_tool(name, {"top": 0}) for name in ("ops", "modules", "roofline", "steps")],
+                    await s.call_tool("history", {"op": "addmm"})]
 
     got = anyio.run(main)
     for name, result in zip(("ops", "modules", "roofline"), got, strict=False):
@@ -41,3 +43,7 @@ def test_graph_match_note_beside_graph_derived_rows(tmp_path: Path, open_session
                                        "--top", "0"])
         assert json.loads(res.stdout) == result.structuredContent["result"], name
     assert len(got[3].content) == 1  # steps: no graph-derived attribution, no note
+    # an operator's TFLOP/s over runs: the note counts the replaying runs (here the one run)
+    assert not got[4].isError and got[4].structuredContent["result"]
+    assert got[4].content[-1].text.startswith("note: graph replays in 1 of 1 runs")
+    assert "lowest match quality 0.0%" in got[4].content[-1].text

@@ -154,8 +154,10 @@ def history(
             return
         if op is not None:
             shown = df.drop("labels_json") if fmt in ("table", "markdown") and "labels_json" in df.columns else df
+            graph = results.graph_runs_note(wh, df["run_id"].to_list()) if "run_id" in df.columns else None
+            graphs = [graph] if graph else []
             show(shown, fmt, title=f"history: operators ~ {op!r}, achieved rates", top=top,
-                 out=out, empty=empty, absolute=True, notes=window)
+                 out=out, empty=empty, absolute=True, notes=window + graphs)
             return
         what = f"kernel ~ {kernel!r}" if kernel else f"category {category!r}" if category else "all GPU ops"
         if kernel_key:

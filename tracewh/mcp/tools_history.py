@@ -98,7 +98,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
             df = results.history(wh, kernel=kernel, category=category, op=op,
                                  kernel_key=kernel_key, since=since, where=where,
                                  critical_path=critical_path).frame  # fmt: skip
-            return rows_result(results.json_rows(df, top=top), total=df.height)
+            note = results.graph_runs_note(wh, df["run_id"].to_list()) if op is not None else None
+            return rows_result(results.json_rows(df, top=top), total=df.height, note=note)
 
         return await calls.run(work)
 
