@@ -1,7 +1,10 @@
 """Real traces, whole processes, side by side with HTA and the bare parse (issue 16's table).
 
-``python -m bench.bench_real [--only small,cold,mid,big,files,report] [--sizes 250MB,1GB]``
-(default sizes: 250MB; 250MB,1GB,2GB under ``python -m bench.run --big``)
+``python -m bench.bench_real [--only small,cold,mid,big,nightly,files,report] [--sizes 250MB,1GB]
+[--base CHECKOUT]`` (default sizes: 250MB; 250MB,1GB,2GB under ``python -m bench.run --big``;
+``--base``: another tracewh checkout, e.g. a ``git worktree`` of an earlier commit with its
+extension built, whose ingest is measured in the same interleaved rounds, as
+``PYTHONPATH=CHECKOUT python -m tracewh``: before/after side by side)
 
 Every figure is one whole process, measured by ``bench/measure.py`` (wall time from
 fork to exit, and the largest peak RSS of the process and its children), the
@@ -21,6 +24,11 @@ pairs run in interleaved rounds (alternating which goes first; medians):
 * **big**: the H100 trace tiled to 250 MB and 1 GB: the bare
   ``deque(ijson.items(f, "traceEvents.item"))``, ``tracewh ingest FILE --jobs 1`` and
   ``tracewh ingest FILE`` (``--jobs auto``: split across the cores).
+* **nightly**: ``tracewh ingest DIR`` (default options) of a nightly folder of 120 small and
+  medium real traces (the shared traces up to 1.4 MB gzip in turn, each copy shifted in
+  time: ~27 MB gzip, written once under ``$TRACEWH_BENCH_DATA``, default the system's temp
+  folder, never the project) against one Python process that only gunzips and
+  ``ijson``-parses the same files; peak memory summed over the process tree (PSS).
 * **files**: ``tracewh ingest DIR --jobs 1`` of 60 copies of a tiny real trace (33 events,
   each shifted in time: distinct runs) and of 120 tiny synthetic traces: seconds per file.
 * **report**: ``tracewh report --out`` (one run) and ``tracewh report --site`` (20 runs) on a
@@ -74,17 +82,29 @@ if full:
 """
 
 BARE_DUCKDB = "import duckdb; duckdb.sql('select 1')"
+BARE_IJSON_DIR = (
+    "import gzip, sys; from collections import deque; from pathlib import Path; import ijson\n"
+    "for p in sorted(Path(sys.argv[1]).glob('*.json.gz')):\n"
+    "    with gzip.open(p, 'rb') as f:\n"
+    "        deque(ijson.items(f, 'traceEvents.item'), maxlen=0)"
+)
+#: Set by --base: an earlier checkout measured beside this one (None: not measured).
+BASE: list[str | None] = [None]
 BARE_IJSON = (
     "import gzip, sys; from collections import deque; import ijson; "
     "f = gzip.open(sys.argv[1], 'rb'); deque(ijson.items(f, 'traceEvents.item'), maxlen=0)"
 )
 
 
-def measure(cmd: Sequence[str]) -> dict[str, float]:
-    """One run of ``cmd`` under ``bench/measure.py``: seconds, rss_mb, cpu_s."""
+def measure(cmd: Sequence[str], *, tree: bool = False,
+            env: dict[str, str] | None = None) -> dict[str, float]:
+    """One run of ``cmd`` under ``bench/measure.py``: seconds, rss_mb, cpu_s (and with
+    ``tree``, tree_mb: the peak PSS summed over its process tree)."""
     done = subprocess.run(
-        [sys.executable, "-S", str(ROOT / "bench" / "measure.py"), *cmd],
+        [sys.executable, "-S", str(ROOT / "bench" / "measure.py"), *(["--tree"] if tree else []),
+         *cmd],
         cwd=ROOT, capture_output=True, text=True, check=False,
+        env=None if env is None else {**os.environ, **env},
     )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -95,21 +115,41 @@ def measure(cmd: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def rounds(named: dict[str, Callable[[], Sequence[str]]], n: int) -> dict[str, dict[str, float]]:
+def rounds(named: dict[str, Callable[[], Sequence[str]]], n: int, *, tree: bool = False,
+           envs: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, float]]:
     """``n`` interleaved rounds of each command (the order rotating); medians per command.
 
-    A command is a callable returning the argv, called before each run (fresh temp paths).
+    A command is a callable returning the argv, called before each run (fresh temp paths);
+    ``envs``: extra environment variables of some commands (by name). Each result also has
+    ``ratio_<name>``: the median over rounds of its time over that command's in the same round.
     """
     names = list(named)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in names}
+    keys = ("seconds", "rss_mb", "cpu_s", *(("tree_mb",) if tree else ()))
     for r in range(n):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
-            runs[name].append(measure(named[name]()))
-    return {
-        k: {key: statistics.median(m[key] for m in v) for key in ("seconds", "rss_mb", "cpu_s")}
-        for k, v in runs.items()
-    }
+            runs[name].append(measure(named[name](), tree=tree, env=(envs or {}).get(name)))
+    out = {k: {key: statistics.median(m[key] for m in v) for key in keys} for k, v in runs.items()}
+    for k in names:
+        for other in names:
+            out[k][f"ratio_{other}"] = statistics.median(
+                a["seconds"] / b["seconds"] for a, b in zip(runs[k], runs[other], strict=True))
+    return out
+
+
+def _base_cmd(args: Sequence[str]) -> list[str]:
+    """``tracewh ARGS`` of the --base checkout (its env: :func:`_base_env`)."""
+    return [PY, "-m", "tracewh", *args]
+
+
+def _base_env() -> dict[str, str]:
+    return {"PYTHONPATH": str(BASE[0])}
+
+
+def bench_data() -> Path:
+    """Where the nightly folder is written: ``$TRACEWH_BENCH_DATA``, default the temp folder."""
+    return Path(os.environ.get("TRACEWH_BENCH_DATA") or tempfile.gettempdir()) / "tracewh-bench"
 
 
 def _load() -> str:
@@ -211,10 +251,17 @@ def mid(n: int) -> None:
         }
         if _hta():
             cmds["hta"] = lambda p=path, r=rank: [str(HTA_PY), "-c", HTA_SESSION, str(p), str(r), "0"]
-        got = rounds(cmds, n)
+        if BASE[0]:
+            cmds["base"] = lambda p=path: _base_cmd(["ingest", str(p), *_fresh_wh()])
+        got = rounds(cmds, n, envs={"base": _base_env()})
         mb = _json_mb(path)
         _line(f"{path.name[:34]} ({mb:.0f} MB JSON)", got["tw"], got.get("hta"),
               "speed >= 5x, memory <= 0.5x", anchor="HTA load", speed="theirs/ours")
+        if "base" in got:
+            _line(f"  --base ({mb:.0f} MB JSON)", got["base"], got.get("hta"),
+                  "speed >= 5x, memory <= 0.5x", anchor="HTA load", speed="theirs/ours")
+            print(f"  tracewh / --base, same rounds: time {got['tw']['ratio_base']:4.2f}x, "
+                  f"peak RSS {got['tw']['rss_mb']:.0f} / {got['base']['rss_mb']:.0f} MB", flush=True)
 
 
 def _json_mb(path: Path) -> float:
@@ -245,14 +292,41 @@ def big(sizes: list[str], n: int) -> None:
             "ijson": lambda p=path: [PY, "-c", BARE_IJSON, str(p)],
             "one": lambda p=path: [TW, "ingest", str(p), "--jobs", "1", *_fresh_wh()],
             "auto": lambda p=path: [TW, "ingest", str(p), *_fresh_wh()],
-        }, n)
+        }, n, tree=True)
         bare = got["ijson"]["seconds"]
         print(f"  {size:>6} ({_json_mb(path):.0f} MB JSON): bare ijson {bare:.1f} s; "
               f"--jobs 1 {got['one']['seconds']:.1f} s = {bare / got['one']['seconds']:.2f}x "
               f"(goal >= 0.7x), {got['one']['rss_mb']:.0f} MB; default (auto, "
               f"{os.cpu_count()} cores) {got['auto']['seconds']:.1f} s = "
               f"{bare / got['auto']['seconds']:.2f}x (goal >= 1.0x), largest process "
-              f"{got['auto']['rss_mb']:.0f} MB (goal <= 300 MB)", flush=True)
+              f"{got['auto']['rss_mb']:.0f} MB (goal <= 300 MB), {got['auto']['tree_mb']:.0f} MB PSS "
+              f"summed over its processes (issue 34 goal at 1 GB: >= 1.3x, <= 200 MB)", flush=True)
+
+
+def nightly(n: int) -> None:
+    print(f"\n-- nightly folder: tracewh ingest DIR (default options) vs one process that gunzips "
+          f"+ ijson-parses the same files ({_load()})")
+    folder = bench_data() / "nightly-120"
+    paths = realtraces.nightly(folder)
+    gz_mb = sum(p.stat().st_size for p in paths) / 1e6
+    cmds: dict[str, Callable[[], Sequence[str]]] = {
+        "bare": lambda: [PY, "-c", BARE_IJSON_DIR, str(folder)],
+        "tw": lambda: [TW, "ingest", str(folder), *_fresh_wh()],
+    }
+    if BASE[0]:
+        cmds["base"] = lambda: _base_cmd(["ingest", str(folder), *_fresh_wh()])
+    got = rounds(cmds, n, tree=True, envs={"base": _base_env()})
+    bare = got["bare"]
+    for name in [k for k in ("tw", "base") if k in got]:
+        ours = got[name]
+        label = "tracewh" if name == "tw" else f"--base {Path(str(BASE[0])).name}"
+        print(f"  {len(paths)} files ({gz_mb:.0f} MB gz) {label:14} {ours['seconds']:6.1f} s "
+              f"(CPU {ours['cpu_s']:5.1f} s), {ours['tree_mb']:4.0f} MB PSS summed over the "
+              f"process tree | bare gunzip+ijson {bare['seconds']:5.1f} s (CPU {bare['cpu_s']:4.1f} s) "
+              f"| time {ours['ratio_bare']:4.2f}x the bare parse (goal <= 2x), memory goal <= "
+              "400 MB", flush=True)
+    if "base" in got:
+        print(f"  tracewh / --base, same rounds: time {got['tw']['ratio_base']:4.2f}x", flush=True)
 
 
 def files(n: int) -> None:
@@ -296,7 +370,9 @@ def report(n: int, site_rounds: int = 1) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_real")
-    ap.add_argument("--only", default="small,cold,mid,big,files,report")
+    ap.add_argument("--only", default="small,cold,mid,big,nightly,files,report")
+    ap.add_argument("--base", default=None,
+                    help="another tracewh checkout measured beside this one (mid, nightly)")
     ap.add_argument("--sizes", default=default_sizes(),
                     help="trace sizes (default 250MB; with bench.run --big: 250MB,1GB,2GB)")
     ap.add_argument("--rounds", type=int, default=0, help="rounds for every part (default: per part)")
@@ -308,6 +384,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"HTA is not installed in {HTA_PY.parent.parent} (make bench creates it): "
               "no HTA side-by-side")
     only = set(ns.only.split(","))
+    BASE[0] = ns.base
     r = ns.rounds
     try:
         if "small" in only:
@@ -318,6 +395,8 @@ def main(argv: list[str] | None = None) -> None:
             mid(r or 3)
         if "big" in only:
             big([s.strip() for s in ns.sizes.split(",") if s.strip()], r or 1)
+        if "nightly" in only:
+            nightly(r or 3)
         if "files" in only:
             files(r or 1)
         if "report" in only:

@@ -124,3 +124,41 @@ def variants(source: str, n: int) -> list[Path]:
     for k, p in enumerate(paths):
         p.write_bytes(gzip.compress((head + _shift(events, k * 1_000_000, 0) + tail).encode(), 1))
     return paths
+
+
+#: The nightly folder's traces: the shared Kineto traces up to 1.4 MB gzip (small and
+#: medium: 2 KB to 1.4 MB), each trace once per round, every copy shifted in time.
+NIGHTLY_MAX_GZ = 1_400_000
+NIGHTLY_SKIP = frozenset({
+    "execution_trace__benchmark_simple_add_et.json.gz",  # not a Kineto trace
+    "call_stack__backward_thread.json",  # 7 events, uncompressed
+})
+
+
+def nightly_sources() -> list[str]:
+    """The shared traces a nightly folder cycles through (name order)."""
+    return sorted(
+        p.name for p in SHARED.glob("*.json.gz")
+        if p.name not in NIGHTLY_SKIP and p.stat().st_size <= NIGHTLY_MAX_GZ
+    )
+
+
+def nightly(folder: Path, n: int = 120) -> list[Path]:
+    """``n`` real traces in ``folder`` (a nightly folder of many small and medium traces):
+    :func:`nightly_sources` in turn, copy ``k`` shifted by ``k`` seconds (distinct runs);
+    written once (gzip level 6, as the profiler writes them)."""
+    sources = nightly_sources()
+    paths = [folder / f"{k:03d}-{sources[k % len(sources)].split('__')[0]}.json.gz" for k in range(n)]
+    if all(p.exists() for p in paths):
+        return paths
+    folder.mkdir(parents=True, exist_ok=True)
+    texts: dict[str, tuple[str, str, str]] = {}
+    for k, p in enumerate(paths):
+        source = sources[k % len(sources)]
+        if source not in texts:
+            texts[source] = _split(gzip.decompress((SHARED / source).read_bytes()).decode("utf-8"))
+        head, events, tail = texts[source]
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_bytes(gzip.compress((head + _shift(events, (k + 1) * 1_000_000, 0) + tail).encode(), 6))
+        tmp.replace(p)
+    return paths

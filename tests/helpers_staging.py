@@ -11,7 +11,7 @@ import duckdb
 
 from tracewh.core.errors import TracewhError
 from tracewh.ingest.parts import stage_file
-from tracewh.ingest.shred import STAGING_TABLES
+from tracewh.ingest.shred import STAGING_TABLES, stager_for
 
 
 def rows(folder: Path, table: str) -> list[tuple[Any, ...]]:
@@ -35,7 +35,7 @@ def rows(folder: Path, table: str) -> list[tuple[Any, ...]]:
 def stage(path: Path, folder: Path, *, native: bool, **kw: Any) -> tuple[Any, dict[str, Any]]:
     folder.mkdir(parents=True)
     try:
-        staged = stage_file(path, folder, native=native, **kw)
+        staged = stage_file(path, folder, stager=stager_for(native), **kw)
     except TracewhError as exc:
         return ("error", str(exc)), {}
     tables: dict[str, Any] = {}

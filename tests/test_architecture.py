@@ -115,3 +115,18 @@ def test_the_warehouse_facade_is_thin() -> None:
                 raise AssertionError(f"{rel} names Warehouse (line {node.lineno})")
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == "Warehouse":
                 raise AssertionError(f"{rel} names Warehouse in an annotation (line {node.lineno})")
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """``from tracewh.x import _private`` only inside the module's own package's private
+    modules (``_compat``, ``_fastshred``: the ``private`` contract); never a private function."""
+    import ast
+
+    for path in TRACEWH.rglob("*.py"):
+        rel = path.relative_to(TRACEWH)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tracewh"):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if node.module == "tracewh":  # tracewh._compat: a private module, not a name
+                    continue
+                assert not private, f"{rel}:{node.lineno} imports {private} from {node.module}"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracewh.analysis import memory as _mem
 from tracewh.history.options import ChangesOptions, CheckOptions
+from tracewh.ingest.options import DEFAULT_JOBS, IngestOptions
 from tracewh.query import macros
 from tracewh.query import options as opts
 from tracewh.query.methods import QueryMethods
@@ -82,12 +83,12 @@ class Warehouse(QueryMethods):
         paths: Iterable[str | Path],
         *,
         labels: Mapping[str, str] | None = None,
-        jobs: int | str = "auto",
-        steps: int | None = None,
-        step_marker: str | None = None,
-        skip_python: bool = False,
-        force: bool = False,
-        job: str | None = None,
+        jobs: int | str = DEFAULT_JOBS,
+        steps: int | None = IngestOptions.steps,
+        step_marker: str | None = IngestOptions.step_marker,
+        skip_python: bool = IngestOptions.skip_python,
+        force: bool = IngestOptions.force,
+        job: str | None = IngestOptions.job,
         executor: Executor | None = None,
         on_result: Callable[[FileResult], None] | None = None,
     ) -> IngestReport:
@@ -99,7 +100,6 @@ class Warehouse(QueryMethods):
         """
         from tracewh.history.runseries import write_series
         from tracewh.ingest.batch import ingest_paths
-        from tracewh.ingest.options import IngestOptions
         options = IngestOptions.checked(labels=dict(labels or {}), steps=steps, step_marker=step_marker,
                                         skip_python=skip_python, force=force, job=job,
                                         derive=write_series)

@@ -49,7 +49,7 @@ def test_a_batch_commits_each_table_once(tmp_path: Path) -> None:
     before = {t: _commits(root, t) for t in ("events", "gpu_ops", "runs", "ingest_log")}
     batch = CommitBatch(store)
     for f in files:
-        ingest_file(store, f, IngestOptions(), batch=batch)
+        ingest_file(store, f, IngestOptions(), commit=batch)
     assert read_runs(root) == []  # nothing visible before the flush
     results = batch.close()
     assert [r.outcome for r in results] == ["ingested"] * 6
@@ -161,7 +161,7 @@ def test_a_file_changed_before_the_flush_fails_alone(tmp_path: Path) -> None:
     store.create()
     batch = CommitBatch(store)
     for f in files:
-        ingest_file(store, f, IngestOptions(), batch=batch)
+        ingest_file(store, f, IngestOptions(), commit=batch)
     with open(files[1], "ab") as fh:  # still being written: more bytes arrive
         fh.write(b"\0" * 10)
     results = {Path(r.path).name: r for r in batch.close()}

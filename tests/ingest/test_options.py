@@ -137,3 +137,29 @@ def test_unreadable_run_json_fails_the_file_clearly(tmp_path: Path) -> None:
     (failed,) = report.failed
     assert "run.json" in failed.error and "internal error" not in failed.error
     assert read_runs(tmp_path / "wh") == []
+
+
+def test_one_default_per_ingest_option() -> None:
+    """The ingest's options are declared once (IngestOptions, DEFAULT_JOBS): the API's keyword
+    defaults and the CLI's option defaults are the dataclass's."""
+    import dataclasses
+    import inspect
+
+    import typer.main
+
+    from tracewh.cli import app
+    from tracewh.ingest import batch
+    from tracewh.ingest.options import DEFAULT_JOBS, IngestOptions
+
+    fields = {f.name: f.default for f in dataclasses.fields(IngestOptions)
+              if f.default is not dataclasses.MISSING}
+    api = {n: p.default for n, p in inspect.signature(Warehouse.ingest).parameters.items()}
+    command = typer.main.get_command(app).commands["ingest"]  # type: ignore[attr-defined]
+    cli = {p.name: p.default for p in command.params}
+    shared = ("steps", "step_marker", "skip_python", "force", "job")
+    for name in shared:
+        assert api[name] == fields[name], name
+        assert cli[name] == fields[name], name
+    assert api["jobs"] == DEFAULT_JOBS == "auto"
+    assert inspect.signature(batch.ingest_paths).parameters["jobs"].default == DEFAULT_JOBS
+    assert cli["jobs"] is None  # --jobs not given: DEFAULT_JOBS (the CLI's _parse_jobs)

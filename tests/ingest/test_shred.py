@@ -12,7 +12,7 @@ import pytest
 
 from tracewh.core.sqlfiles import SQL_DIR
 from tracewh.ingest import fast
-from tracewh.ingest.shred import STAGING_TABLES, shred_statements, stage_part
+from tracewh.ingest.shred import STAGING_TABLES, shred_statements, stage_part, stager_for
 from tracewh.schema.arrow import GPU_OP_CATEGORIES
 from tracewh.synth import SynthConfig, write_trace
 
@@ -45,7 +45,7 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> 
     part = tmp_path / "part"
     part.mkdir()
     # a chunk per batch of 512 events (pure) or per batch of 8192 (compiled)
-    result = stage_part(trace, part, chunk_events=1, native=native)
+    result = stage_part(trace, part, chunk_events=1, stager=stager_for(native))
     con = duckdb.connect()
     con.execute((SQL_DIR / "ingest" / "00_stage_tables.sql").read_text("utf-8"))
     for table in STAGING_TABLES:
@@ -95,7 +95,7 @@ def test_without_the_compiled_extension_the_pure_path_stages_everything(
     write_trace(trace, SynthConfig(steps=2, layers=2, python=True, seed=8))
     part = tmp_path / "part"
     part.mkdir()
-    result = stage_part(trace, part, native=True)
+    result = stage_part(trace, part, stager=stager_for(True))
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert result.events == len(events)
     assert not list(part.rglob("fast-*.parquet"))  # nothing from the compiled path

@@ -17,6 +17,7 @@ from helpers_ingest import delta_arrow
 
 from tracewh.ingest.parts import decompressed_size, stage_file
 from tracewh.ingest.pipeline import IngestOptions, ingest_file
+from tracewh.ingest.shred import stager_for
 from tracewh.storage.store import Store
 from tracewh.synth import SynthConfig, write_trace
 
@@ -60,7 +61,7 @@ def synth_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_split_synth_same_tables(tmp_path: Path, synth_trace: Path) -> None:
     (tmp_path / "st").mkdir()
-    staged = stage_file(synth_trace, tmp_path / "st", parts=2, min_split_bytes=1)
+    staged = stage_file(synth_trace, tmp_path / "st", parts=2, min_split_bytes=1, stager=stager_for(True))
     assert len(staged.parts) == 2  # the split really happened
     assert staged.parts[1][1] > 0
     _assert_same(_ingest(tmp_path, "one", synth_trace, 1), _ingest(tmp_path, "two", synth_trace, 2))
@@ -93,7 +94,7 @@ def test_split_falls_back_when_the_cut_is_inside_a_string(tmp_path: Path) -> Non
     size = decompressed_size(trace)
     assert size is not None and size == len(gzip.decompress(trace.read_bytes()))
     (tmp_path / "st").mkdir()
-    staged = stage_file(trace, tmp_path / "st", parts=2, min_split_bytes=1)
+    staged = stage_file(trace, tmp_path / "st", parts=2, min_split_bytes=1, stager=stager_for(True))
     assert len(staged.parts) == 1  # the split was refused, the file parsed in one part
     assert staged.events == 3
     one = _ingest(tmp_path, "one", trace, 1)

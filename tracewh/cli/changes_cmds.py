@@ -22,8 +22,7 @@ from tracewh.cli.common import (
     warehouse_option,
     where_option,
 )
-from tracewh.cli.history_cmds import _parse_threshold as parse_threshold
-from tracewh.cli.history_cmds import bytes_text
+from tracewh.cli.history_cmds import bytes_text, threshold_of
 from tracewh.cli.layout import fit_names
 from tracewh.cli.output import note, run_title, selection_note, show, terminal_width, write_out
 from tracewh.history.options import ChangesOptions
@@ -146,7 +145,7 @@ def changes(
 
     with handle_errors():
         check_format(fmt, ("text", "table", "csv", "json"))
-        mc = 0.0 if min_change.strip() in ("0", "0%") else parse_threshold(min_change)
+        mc = 0.0 if min_change.strip() in ("0", "0%") else threshold_of(min_change)
         result = results.changes(
             open_warehouse(warehouse), run=run, top=top, since=since, kernel=kernel,
             category=category, module=module, op=op, where=parse_pairs(where), alpha=alpha,

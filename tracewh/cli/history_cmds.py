@@ -350,7 +350,7 @@ def check(
         if selection_note(ref):
             typer.echo(f"note: {selection_note(ref)}", err=True)
         report = wh.check(
-            ref, baseline=baseline, threshold=_parse_threshold(threshold), min_ms=min_ms,
+            ref, baseline=baseline, threshold=threshold_of(threshold), min_ms=min_ms,
             k_mad=k_mad, min_runs=min_runs, alpha=alpha,
             keys=tuple(key) if key else CheckOptions.keys, include_unusable=include_unusable,
             op=op, critical_path=critical_path,
@@ -362,7 +362,7 @@ def check(
     raise typer.Exit(1 if report.regressed else 0)
 
 
-def _parse_threshold(text: str) -> float:
+def threshold_of(text: str) -> float:
     from tracewh.history.series import parse_threshold
 
     return parse_threshold(text)

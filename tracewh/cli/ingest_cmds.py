@@ -25,6 +25,7 @@ from tracewh.cli.output import note, show
 from tracewh.cli.readprogress import ReadProgress
 from tracewh.core.errors import UsageError
 from tracewh.core.textsafe import escape_control
+from tracewh.ingest.options import DEFAULT_JOBS, IngestOptions
 
 if TYPE_CHECKING:  # the ingest pipeline, rich and Polars are imported by the commands that use them
     import polars as pl
@@ -49,7 +50,7 @@ def parse_labels(values: list[str] | None) -> dict[str, str]:
 def _parse_jobs(text: str | None) -> int | str:
     """``--jobs``: a positive integer, or ``auto`` (the default)."""
     if text is None or text.strip().lower() == "auto":
-        return "auto"
+        return DEFAULT_JOBS
     try:
         n = int(text)
     except ValueError:
@@ -127,11 +128,11 @@ def ingest(
     ),
     storage_option: list[str] | None = typer.Option(None, "--storage-option", metavar="K=V", help="KEY=VALUE object-store setting for an s3://... warehouse, e.g. aws_endpoint_url=http://127.0.0.1:9000 (repeatable; default: the AWS_* environment)."),
     dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS", help="Ingest on Dask workers: a scheduler address, or local[:N] for a local cluster of N workers (needs tracewh[dask])."),
-    steps: int | None = typer.Option(None, "--steps", metavar="N", help="Keep only the first N steps (ProfilerStep#N, or --step-marker spans) and exactly the GPU ops they launched."),
-    step_marker: str | None = typer.Option(None, "--step-marker", metavar="PATTERN", help="Steps are the cpu_op / user_annotation spans whose name contains PATTERN or matches it as a glob (e.g. 'Torch-Compiled Region', 'denoise'), for traces without ProfilerStep."),
-    skip_python: bool = typer.Option(False, "--skip-python", help="Drop python_function events but the nn.Module spans."),
-    force: bool = typer.Option(False, "--force", help="Re-ingest files already ingested (atomic replace)."),
-    job: str | None = typer.Option(None, "--job", metavar="NAME", help="Job name for these runs (default: each file's directory)."),
+    steps: int | None = typer.Option(IngestOptions.steps, "--steps", metavar="N", help="Keep only the first N steps (ProfilerStep#N, or --step-marker spans) and exactly the GPU ops they launched."),
+    step_marker: str | None = typer.Option(IngestOptions.step_marker, "--step-marker", metavar="PATTERN", help="Steps are the cpu_op / user_annotation spans whose name contains PATTERN or matches it as a glob (e.g. 'Torch-Compiled Region', 'denoise'), for traces without ProfilerStep."),
+    skip_python: bool = typer.Option(IngestOptions.skip_python, "--skip-python", help="Drop python_function events but the nn.Module spans."),
+    force: bool = typer.Option(IngestOptions.force, "--force", help="Re-ingest files already ingested (atomic replace)."),
+    job: str | None = typer.Option(IngestOptions.job, "--job", metavar="NAME", help="Job name for these runs (default: each file's directory)."),
     fmt: str = format_option("text", ("text", "json")),
 ) -> None:
     """Ingest Kineto traces (files or directories) into the warehouse.

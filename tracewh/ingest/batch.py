@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracewh.core.errors import UsageError
-from tracewh.ingest.batchcommit import MAX_FILES, CommitBatch
+from tracewh.ingest.batchcommit import MAX_FILES
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.files import not_regular
-from tracewh.ingest.group import TinyGroup
-from tracewh.ingest.options import FileResult, IngestOptions
-from tracewh.ingest.pipeline import ingest_file
+from tracewh.ingest.options import DEFAULT_JOBS, FileResult, IngestOptions
+from tracewh.ingest.tasks import Task, choose, run_task
 from tracewh.ingest.workers import worker_pool
 from tracewh.storage.store import Store
 
@@ -196,41 +195,7 @@ class ProcessExecutor:
                 yield future.result()
 
 
-@dataclass(frozen=True)
-class _Task:
-    """Files one worker ingests in turn, their commits batched (:class:`CommitBatch`)."""
-
-    store: Store
-    paths: tuple[str, ...]
-    options: IngestOptions
-
-
-def _run_task(task: _Task) -> list[FileResult]:
-    # a run committed first by a concurrent ingest (object stores) is "skipped" by ingest_file
-    if task.store.remote:  # an object store: each file commits alone (conditional runs insert)
-        return [ingest_file(task.store, Path(p), task.options) for p in task.paths]
-    batch = CommitBatch(task.store, derive=task.options.derive)
-    # tiny traces are linked and written together, once per group (tracewh.ingest.group)
-    group = TinyGroup(task.store, task.options, batch) if task.options.group_tiny else None
-    out: list[FileResult] = []
-    try:
-        for path in task.paths:
-            ingest_file(task.store, Path(path), task.options, batch=batch, group=group)
-            if batch.due():
-                batch.flush()
-            out += batch.take()
-    except (KeyboardInterrupt, SystemExit):  # a signal: commit nothing more, release the locks
-        batch.abandon()
-        raise
-    finally:
-        if not batch.abandoned:
-            out += batch.close()
-        if group is not None:
-            group.close()
-    return out
-
-
-def _task_failed(task: _Task, exc: BaseException) -> list[FileResult]:
+def _task_failed(task: Task, exc: BaseException) -> list[FileResult]:
     """The results of a task its executor lost (a killed worker, a lost connection)."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return [
@@ -302,7 +267,7 @@ def ingest_paths(
     paths: Iterable[Path | str],
     options: IngestOptions,
     *,
-    jobs: int | str = "auto",
+    jobs: int | str = DEFAULT_JOBS,
     executor: Executor | None = None,
     on_result: Callable[[FileResult], None] | None = None,
 ) -> IngestReport:
@@ -343,11 +308,12 @@ def ingest_paths(
         if procs is not None and procs > 1:
             options = replace(options, threads=max(1, available_cores() // procs))
     wanted = [os.path.abspath(p) for p in files]
-    tasks = [_Task(store, chunk, options) for chunk in _chunks(wanted, jobs, executor)]
+    strategy = choose(store, options)  # the variants, once (tracewh.ingest.tasks)
+    tasks = [Task(store, chunk, options, strategy) for chunk in _chunks(wanted, jobs, executor)]
     if executor is None:
         executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)
     by_path: dict[str, FileResult] = {}
-    for results in executor.map_unordered(_run_task, tasks):
+    for results in executor.map_unordered(run_task, tasks):
         for result in results:
             by_path[result.path] = result
             if on_result:

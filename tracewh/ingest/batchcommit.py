@@ -1,8 +1,9 @@
 """Commit the ingests of many files together: one Delta commit per table per batch.
 
 One file's ingest is ~11 Delta commits (each child table, ``runs``, ``ingest_log``),
-each opening the table's log: most of a tiny file's cost. A :class:`CommitBatch`
-lets :func:`~tracewh.ingest.pipeline.ingest_file` write a file's Parquet files and
+each opening the table's log: most of a tiny file's cost. A :class:`CommitBatch` (the
+batched :class:`~tracewh.ingest.commit.Committer`; the other is
+:class:`~tracewh.ingest.direct.DirectCommit`) lets :func:`~tracewh.ingest.pipeline.ingest_file` write a file's Parquet files and
 defer their commit; :meth:`CommitBatch.flush` then commits, for every ingest of the
 batch at once, each child table's files (one commit per table), then the ``runs``
 rows (one commit), then the ``ingest_log`` rows.
@@ -28,15 +29,18 @@ alone (its ``runs`` insert is conditional, see :meth:`Store._insert_runs`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracewh.ingest.commit import commit_adds, remove_uncommitted
+from tracewh.ingest.derive import log_row
 from tracewh.schema.plain import tables
 from tracewh.storage.deltalog import Add
 from tracewh.storage.store import Store
@@ -116,6 +120,19 @@ class CommitBatch:
             blocking = self.store.lock(k, shared=sh)
             blocking.__enter__()
             self._keep(k, blocking)
+
+    @contextlib.contextmanager
+    def held(self, key: str, *, shared: bool = False) -> Iterator[None]:
+        """:meth:`hold` ``key`` (until the flush, not the end of the block)."""
+        self.hold(key, shared=shared)
+        yield
+
+    def finish(self, result: FileResult, *, ingest_id: str | None, sha: str | None,
+               started: datetime) -> FileResult:
+        """A file is through: :meth:`done`, its ``ingest_log`` row written at the flush."""
+        ingest = ingest_id if result.outcome in ("ingested", "replaced") else None
+        self.done(result, functools.partial(log_row, sha=sha, started=started), ingest_id=ingest)
+        return result
 
     def _keep(self, key: str, lock: contextlib.AbstractContextManager[bool]) -> None:
         self._stack.push(lock.__exit__)

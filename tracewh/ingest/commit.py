@@ -26,14 +26,17 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tracewh.core.sqlfiles import glob_escaped, sql_string
 from tracewh.schema.plain import tables
 from tracewh.storage.deltalog import Add
 from tracewh.storage.store import Store
+
+if TYPE_CHECKING:
+    from tracewh.ingest.options import FileResult
 
 # values per row group (rows x columns): DuckDB's writer holds a row group per thread
 # (at 1.5M, a 1 GB trace's instants peaked ~50 MB higher and events were written slower)
@@ -41,13 +44,50 @@ _ROW_GROUP_CELLS = 500_000
 
 
 class FileSink(Protocol):
-    """Where a written file's ``add`` goes when its commit is deferred.
-
-    A :class:`tracewh.ingest.batchcommit.CommitBatch`: it commits the adds of many ingests at once.
-    """
+    """Where a written file's ``add`` goes: committed now (:class:`tracewh.ingest.direct.DirectCommit`)
+    or held for a batch's commit (:class:`tracewh.ingest.batchcommit.CommitBatch`: it commits
+    the adds of many ingests at once)."""
 
     def add_file(self, ingest_id: str, table: str, action: Add) -> None:
-        """Hold ``action`` (a written file of ``table`` for ``ingest_id``) for the batch's commit."""
+        """Commit (or hold for the batch's commit) ``action``: a written file of ``table`` for ``ingest_id``."""
+        ...
+
+
+class Committer(FileSink, Protocol):
+    """How one file's writes become visible: the commit strategy, chosen once per task.
+
+    :class:`~tracewh.ingest.direct.DirectCommit` (each file alone: its locks for the length
+    of its ingest, its child files and its ``runs`` row committed as written, its log row
+    at once) or :class:`~tracewh.ingest.batchcommit.CommitBatch` (many files: locks held
+    and commits deferred until the batch's flush, one commit per table). Either way the
+    ``runs`` row is committed after every child file of its run.
+    """
+
+    @property
+    def run_ids(self) -> set[str]:
+        """Runs written but not committed yet (a batch's): the same bytes twice are skipped."""
+        ...
+
+    def begin_file(self) -> None:
+        """A new file's ingest starts: the locks it takes from now on are its own."""
+        ...
+
+    def held(self, key: str, *, shared: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Lock ``key`` for the block, or (a batch) until its flush."""
+        ...
+
+    def add_run(self, ingest_id: str, row: dict[str, Any], *, replace: bool,
+                check: Callable[[], None] | None = None) -> None:
+        """``ingest_id``'s ``runs`` row, committed after its child files (what makes it visible)."""
+        ...
+
+    def drop(self, ingest_id: str) -> None:
+        """A failed ingest: what it wrote goes (uncommitted files, or its committed child rows)."""
+        ...
+
+    def finish(self, result: FileResult, *, ingest_id: str | None, sha: str | None,
+               started: datetime) -> FileResult:
+        """Log ``result`` (its ``ingest_log`` row now, or at the batch's flush); ``result``."""
         ...
 
 
@@ -118,14 +158,15 @@ def copy_and_commit(
     ingest_id: str,
     slices: Sequence[tuple[int, int]] | None = None,
     on_slice: Callable[[int, int], None] | None = None,
-    batch: FileSink | None = None,
+    sink: FileSink,
 ) -> int:
     """Append the rows of ``query`` (all in partition ``day``) to ``table``; their count.
 
     With ``slices``, ``query`` takes ``$slice_lo``/``$slice_hi`` and is run once
     per (lo, hi), its rows written in that order into the same file;
-    ``on_slice(lo, hi)`` runs before each slice's query. With ``batch``, the file
-    is written but its commit is left to :meth:`CommitBatch.flush` (one commit per
+    ``on_slice(lo, hi)`` runs before each slice's query. The written file's ``add`` goes
+    to ``sink``: committed at once (:class:`~tracewh.ingest.direct.DirectCommit`), or at
+    the batch's flush (:class:`~tracewh.ingest.batchcommit.CommitBatch`: one commit per
     table for the batch's ingests).
     """
     spec = tables()[table]
@@ -170,15 +211,7 @@ def copy_and_commit(
             store.filesystem().put_file(str(out), f"{store.table_uri(table)}/{rel}")
         finally:
             out.unlink(missing_ok=True)
-    action = _add(rel, size, day, run_id, ingest_id, n)
-    if batch is not None:
-        batch.add_file(ingest_id, table, action)
-        return n
-    try:
-        commit_adds(store, table, [action])
-    except BaseException:  # not committed: the file would only wait for a vacuum
-        remove_uncommitted(store, table, [rel])
-        raise
+    sink.add_file(ingest_id, table, _add(rel, size, day, run_id, ingest_id, n))
     return n
 
 
@@ -204,14 +237,14 @@ def copy_runs(
     params: dict[str, Any],
     runs: Mapping[str, tuple[date, str]],
     work: Path,
-    batch: FileSink,
+    sink: FileSink,
 ) -> dict[str, int]:
     """Write the rows of ``query`` for several runs at once: one file per run; rows per ingest.
 
     ``runs`` maps each ``ingest_id`` the rows may carry to its (day, run_id). DuckDB
     writes one file per ``ingest_id`` (a partitioned ``COPY`` into ``work``, local to the
     warehouse), each moved into the table's folder of its run's day, its commit left to
-    ``batch`` as :func:`copy_and_commit`'s is: the same files as one run at a time.
+    ``sink`` as :func:`copy_and_commit`'s is: the same files as one run at a time.
     """
     spec = tables()[table]
     row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.columns)))
@@ -232,7 +265,7 @@ def copy_runs(
         rel = f"day={day.isoformat()}/part-{uuid.uuid4().hex}-c000.zstd.parquet"
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         Path(filename).rename(root / rel)
-        batch.add_file(ingest_id, table, _add(rel, int(size), day, run_id, ingest_id, int(n)))
+        sink.add_file(ingest_id, table, _add(rel, int(size), day, run_id, ingest_id, int(n)))
         counts[ingest_id] += int(n)
     return counts
 

@@ -1,7 +1,8 @@
 """Derive the output tables of a linked trace, copy them into the warehouse and commit.
 
 Child tables first, the ``runs`` row last (what makes the run visible, see
-:mod:`tracewh.ingest.commit`); then the ``ingest_log`` row of the attempt (:func:`finish`).
+:mod:`tracewh.ingest.commit`), through the commit strategy (:class:`~tracewh.ingest.commit.Committer`),
+which then logs the attempt (:func:`log_row`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import functools
 import socket
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,6 +24,7 @@ from tracewh.ingest.link import (
     FileRanges,
     RunPlan,
     category_counts,
+    connect_staging,
     device_names,
     gpu_slices,
     metadata_int,
@@ -31,13 +34,14 @@ from tracewh.ingest.link import (
     step_warnings,
 )
 from tracewh.ingest.memory import parse_size, retry_on_oom, set_limit
-from tracewh.ingest.options import FileResult, IngestOptions, default_job
+from tracewh.ingest.options import FileJob, FileResult, IngestOptions, default_job
 from tracewh.ingest.rows import dumps
 from tracewh.storage.store import Store
 
 if TYPE_CHECKING:
-    from tracewh.ingest.batchcommit import CommitBatch
-
+    from tracewh.ingest.commit import Committer
+    from tracewh.ingest.parts import Staged
+    from tracewh.ingest.shred import StageConnections
 
 
 T = TypeVar("T")
@@ -47,23 +51,52 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
-def finish(
-    store: Store, batch: CommitBatch | None, result: FileResult, ingest_id: str | None,
-    sha: str | None, started: datetime,
-) -> FileResult:
-    """Log one file's result (or hand it to the batch, which logs it at its flush)."""
-    if batch is not None:
-        ingest = ingest_id if result.outcome in ("ingested", "replaced") else None
-        batch.done(result, functools.partial(log_row, sha=sha, started=started), ingest_id=ingest)
-        return result
-    try:  # the log is best effort; the run is committed or not
-        _log(store, result, sha, started)
-    except Exception:
-        pass
-    except BaseException as exc:  # delta-rs panics (a read-only file system): not our batch's end
-        if type(exc).__name__ != "PanicException":
-            raise
-    return result
+@dataclass
+class OneFile:
+    """The link strategy of a file on its own: link its staged parts in a connection of
+    its own, write its tables and its ``runs`` row through ``commit`` (:func:`write_alone`).
+
+    The other strategy is :class:`~tracewh.ingest.group.TinyGroup` (tiny traces of a batch
+    linked and written together); both offer ``write``, ``run_ids`` and ``connections``.
+    """
+
+    store: Store
+    options: IngestOptions
+    commit: Committer
+    #: no staging connection kept between files (a group keeps one for its tiny traces)
+    connections: StageConnections | None = None
+
+    @property
+    def run_ids(self) -> set[str]:
+        """Runs staged but not written yet: none (each is written when staged)."""
+        return set()
+
+    def write(self, job: FileJob, staged: Staged, staging: Path, labels: dict[str, str],
+              check: Callable[[], None]) -> FileResult | None:
+        """Link and write ``job``'s staged trace now; its result."""
+        return write_alone(self.store, self.options, self.commit, job, staged, staging, labels, check)
+
+
+def write_alone(store: Store, options: IngestOptions, commit: Committer, job: FileJob,
+                staged: Staged, staging: Path, labels: dict[str, str],
+                check: Callable[[], None]) -> FileResult:
+    """Link ``job``'s staged parts (in ``staging``) and write its run; its result.
+
+    ``check`` raises when the file changed since it was hashed: nothing of it is then
+    committed. Raises what the linkage or a write raises (the caller drops the ingest).
+    """
+    con = connect_staging(staging, staged, options)
+    try:
+        row, warnings = derive_and_commit(
+            store, con, staged.metadata, options,
+            run_id=job.run_id, ingest_id=job.ingest_id, replace=job.replace,
+            base=dict(path=job.path, sha=job.sha, size=job.size, labels=labels,
+                      n_events=staged.events, anomalies=staged.anomalies),
+            parts=staged.parts, commit=commit, before_commit=check,
+        )
+    finally:
+        con.close()
+    return job.written(staged.events, staged.anomalies, row, warnings)
 
 
 def derive_and_commit(
@@ -77,10 +110,11 @@ def derive_and_commit(
     replace: bool,
     base: Mapping[str, Any],
     parts: list[tuple[str, int]],
-    batch: CommitBatch | None = None,
+    commit: Committer,
     before_commit: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Write the run's tables and its ``runs`` row; the row and the step warnings."""
+    """Write the run's tables and its ``runs`` row (through ``commit``); the row and the
+    step warnings."""
     limit = parse_size(options.output_memory_limit)
     set_limit(con, limit)
 
@@ -109,7 +143,7 @@ def derive_and_commit(
         written[table] = run(functools.partial(
             copy_and_commit, store, con, table, query, {}, day=plan.day, run_id=run_id,
             ingest_id=ingest_id, slices=slices.ranges if slices is not None else None,
-            on_slice=on_slice, batch=batch,
+            on_slice=on_slice, sink=commit,
         ))
     cat_counts = run(lambda: category_counts(con)).get(0, {})
     row = run_row(
@@ -119,11 +153,8 @@ def derive_and_commit(
     )
     warnings = step_warnings(options, int(plan.summary["n_steps"] or 0))
     before_commit()  # the file is still the one hashed: else nothing becomes visible
-    if batch is not None:
-        # checked again at the flush, right before the batch's commits
-        batch.add_run(ingest_id, row, replace=replace, check=before_commit)
-        return row, warnings
-    store.append_rows("runs", [row], replace_run=run_id if replace else None)
+    # a batch checks it again at its flush, right before its commits
+    commit.add_run(ingest_id, row, replace=replace, check=before_commit)
     return row, warnings
 
 
@@ -206,10 +237,6 @@ def run_row(
         "anomalies_json": dumps(dict(sorted(anomalies.items()))) if anomalies else None,
         "tracewh_version": __version__,
     }
-
-
-def _log(store: Store, result: FileResult, sha: str | None, started: datetime) -> None:
-    store.append_rows("ingest_log", [log_row(result, sha=sha, started=started)])
 
 
 def log_row(result: FileResult, *, sha: str | None, started: datetime) -> dict[str, Any]:

@@ -20,13 +20,9 @@ its locks held until then; the group runs before the batch flushes.
 
 from __future__ import annotations
 
-import json
 import shutil
-import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +30,18 @@ import duckdb
 
 from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.commit import copy_runs
-from tracewh.ingest.derive import derive_and_commit, finish, run_row
+from tracewh.ingest.derive import run_row, write_alone
 from tracewh.ingest.link import (
     INGEST_SQL,
     OUT_TABLES,
     category_counts,
-    connect_staging,
     link_setup,
     parquet_files,
     plan_runs,
     set_files,
     step_warnings,
 )
-from tracewh.ingest.options import FileResult, IngestOptions, error_result
+from tracewh.ingest.options import FileJob, FileResult, IngestOptions, error_result
 from tracewh.ingest.parts import Staged
 from tracewh.ingest.rows import I64_MAX
 from tracewh.ingest.shred import STAGING_TABLES, StageConnections
@@ -63,14 +58,7 @@ GROUP_EVENTS = 100_000
 class Member:
     """A staged tiny trace waiting for its group (what ``ingest_file`` knew of it)."""
 
-    path: Path
-    run_id: str
-    ingest_id: str
-    sha: str
-    size: int
-    replace: bool
-    started: datetime
-    t0: float
+    job: FileJob
     staged: Staged
     staging: Path
     labels: dict[str, str]
@@ -79,7 +67,11 @@ class Member:
 
 @dataclass
 class TinyGroup:
-    """Tiny traces staged for one batch, linked and written together (module docstring)."""
+    """Tiny traces staged for one batch, linked and written together (module docstring).
+
+    The link strategy of a batch (:class:`~tracewh.ingest.pipeline.Linker`): a tiny trace
+    joins the group, a bigger one is written alone at once.
+    """
 
     store: Store
     options: IngestOptions
@@ -98,23 +90,20 @@ class TinyGroup:
 
     @property
     def run_ids(self) -> set[str]:
-        return {m.run_id for m in self.members}
+        return {m.job.run_id for m in self.members}
 
-    def taker(self, **known: Any) -> Callable[[Staged, Path, dict[str, str], Callable[[], None]], bool]:
-        """For ``ingest_file``: takes its staged trace into the group if tiny (True), else False."""
-
-        def take(staged: Staged, staging: Path, labels: dict[str, str],
-                 check: Callable[[], None]) -> bool:
-            if len(staged.parts) != 1 or staged.events > TINY_EVENTS:
-                return False
-            self.members.append(Member(
-                staged=staged, staging=staging, labels=labels, check=check, **known))
-            if (len(self.members) >= GROUP_FILES
-                    or sum(m.staged.events for m in self.members) >= GROUP_EVENTS):
-                self.run()
-            return True
-
-        return take
+    def write(self, job: FileJob, staged: Staged, staging: Path, labels: dict[str, str],
+              check: Callable[[], None]) -> FileResult | None:
+        """A tiny trace joins the group (None: its result comes through the batch, and its
+        ``staging`` folder is the group's); a bigger one is written alone now."""
+        if len(staged.parts) != 1 or staged.events > TINY_EVENTS:
+            return write_alone(self.store, self.options, self.batch, job, staged, staging,
+                               labels, check)
+        self.members.append(Member(job, staged, staging, labels, check))
+        if (len(self.members) >= GROUP_FILES
+                or sum(m.staged.events for m in self.members) >= GROUP_EVENTS):
+            self.run()
+        return None
 
     def run(self) -> None:
         """Link and write the waiting traces; each one's result goes to the batch."""
@@ -133,13 +122,12 @@ class TinyGroup:
                 if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
                     raise
                 for m in members:
-                    self.batch.drop(m.ingest_id)
+                    self.batch.drop(m.job.ingest_id)
                 for m in members:
                     self._alone(m)
                 return
             for m, result in zip(members, results, strict=True):
-                finish(self.store, self.batch, result, m.ingest_id if result.outcome != "failed"
-                       else None, m.sha, m.started)
+                self._finish(m, result)
         finally:
             for m in members:
                 self.store.remove_staging(m.staging)
@@ -147,26 +135,19 @@ class TinyGroup:
     def _alone(self, m: Member) -> None:
         """The one-file path over ``m``'s staged folder (the linkage, outputs, runs row)."""
         try:
-            con = connect_staging(m.staging, m.staged, self.options)
-            try:
-                row, warnings = derive_and_commit(
-                    self.store, con, m.staged.metadata, self.options,
-                    run_id=m.run_id, ingest_id=m.ingest_id, replace=m.replace,
-                    base=dict(path=m.path, sha=m.sha, size=m.size, labels=m.labels,
-                              n_events=m.staged.events, anomalies=m.staged.anomalies),
-                    parts=m.staged.parts, batch=self.batch, before_commit=m.check,
-                )
-            finally:
-                con.close()
-            result = _result(m, row, warnings, m.staged.anomalies)
+            result = write_alone(self.store, self.options, self.batch, m.job, m.staged,
+                                 m.staging, m.labels, m.check)
         except BaseException as exc:
-            self.batch.drop(m.ingest_id)
-            failed = error_result(exc, m.path, m.run_id, m.size, m.t0)
+            self.batch.drop(m.job.ingest_id)
+            failed = error_result(exc, m.job.path, m.job.run_id, m.job.size, m.job.t0)
             if failed is None:
                 raise
             result = failed
-        finish(self.store, self.batch, result,
-               m.ingest_id if result.outcome != "failed" else None, m.sha, m.started)
+        self._finish(m, result)
+
+    def _finish(self, m: Member, result: FileResult) -> None:
+        self.batch.finish(result, ingest_id=m.job.ingest_id if result.outcome != "failed" else None,
+                          sha=m.job.sha, started=m.job.started)
 
     def _together(self, members: list[Member]) -> list[FileResult]:
         """Stage, link and write ``members`` in one connection; their results (per file)."""
@@ -189,18 +170,18 @@ class TinyGroup:
             con.execute("CREATE TEMP VIEW s_gev_slice AS SELECT * FROM s_gev")
             con.execute("CREATE TEMP VIEW s_gpu_slice AS SELECT * FROM s_gpu")
             con.execute("CREATE TEMP VIEW s_op_slice AS SELECT * FROM t_op")
-            set_files(con, [(k, m.run_id, m.ingest_id, None, 0, None, None, offsets[k])
+            set_files(con, [(k, m.job.run_id, m.job.ingest_id, None, 0, None, None, offsets[k])
                             for k, m in enumerate(members)])
             plans = plan_runs(
                 con, {k: m.staged.metadata for k, m in enumerate(members)},
                 {k: m.staged.anomalies for k, m in enumerate(members)}, options,
             )
             set_files(con, [
-                (k, m.run_id, m.ingest_id, plans[k].day, plans[k].base_ns, *plans[k].window,
+                (k, m.job.run_id, m.job.ingest_id, plans[k].day, plans[k].base_ns, *plans[k].window,
                  offsets[k]) for k, m in enumerate(members)
             ])
-            runs = {m.ingest_id: (plans[k].day, m.run_id) for k, m in enumerate(members)}
-            written: dict[str, dict[str, int]] = {m.ingest_id: {} for m in members}
+            runs = {m.job.ingest_id: (plans[k].day, m.job.run_id) for k, m in enumerate(members)}
+            written: dict[str, dict[str, int]] = {m.job.ingest_id: {} for m in members}
             for table, sql_file in OUT_TABLES:
                 query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
                 params = {"slice_lo": 0, "slice_hi": I64_MAX} if "$slice_lo" in query else {}
@@ -215,17 +196,17 @@ class TinyGroup:
         for k, m in enumerate(members):
             try:
                 row = run_row(
-                    m.staged.metadata, options, plans[k], written[m.ingest_id], cats.get(k, {}),
-                    run_id=m.run_id, ingest_id=m.ingest_id, path=m.path, size=m.size,
-                    sha=m.sha, labels=m.labels, n_events=m.staged.events,
+                    m.staged.metadata, options, plans[k], written[m.job.ingest_id], cats.get(k, {}),
+                    run_id=m.job.run_id, ingest_id=m.job.ingest_id, path=m.job.path, size=m.job.size,
+                    sha=m.job.sha, labels=m.labels, n_events=m.staged.events,
                 )
                 m.check()  # the file is still the one hashed: else nothing of it is committed
-                self.batch.add_run(m.ingest_id, row, replace=m.replace, check=m.check)
+                self.batch.add_run(m.job.ingest_id, row, replace=m.job.replace, check=m.check)
                 warnings = step_warnings(options, int(plans[k].summary["n_steps"] or 0))
-                results.append(_result(m, row, warnings, plans[k].anomalies))
+                results.append(m.job.written(m.staged.events, plans[k].anomalies, row, warnings))
             except Exception as exc:  # this file alone (it changed since it was hashed...)
-                self.batch.drop(m.ingest_id)
-                failed = error_result(exc, m.path, m.run_id, m.size, m.t0)
+                self.batch.drop(m.job.ingest_id)
+                failed = error_result(exc, m.job.path, m.job.run_id, m.job.size, m.job.t0)
                 assert failed is not None
                 results.append(failed)
         return results
@@ -243,18 +224,6 @@ def _stage_tables(con: Any, members: list[Member], offsets: list[int]) -> None:
             shift = "" if name == "thr" else f" REPLACE (event_index + {int(offsets[k])} AS event_index)"
             selects.append(f"SELECT *{shift}, CAST({k} AS INTEGER) AS file_no FROM {rel}")
         con.execute(f"CREATE TEMP TABLE s_{name} AS {' UNION ALL '.join(selects)}")
-
-
-def _result(m: Member, row: dict[str, Any], warnings: list[str],
-            anomalies: Counter[str]) -> FileResult:
-    """The final :class:`FileResult` of a written member (as ``ingest_file`` makes it)."""
-    return FileResult(
-        str(m.path), "replaced" if m.replace else "ingested", m.run_id,
-        events=m.staged.events, bytes=m.size, seconds=time.perf_counter() - m.t0,
-        anomalies=dict(anomalies), steps_found=row["n_steps"],
-        steps_kept=json.loads(row["rows_json"]).get("steps", 0),
-        dropped=row["n_dropped"], warnings=tuple(warnings),
-    )
 
 
 __all__ = ["GROUP_EVENTS", "GROUP_FILES", "TINY_EVENTS", "Member", "TinyGroup"]

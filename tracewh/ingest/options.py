@@ -1,7 +1,11 @@
 """What one file's ingest is asked to do and what it gave: :class:`IngestOptions`, :class:`FileResult`.
 
 The values every ingest strategy shares (:mod:`tracewh.ingest.pipeline`, :mod:`tracewh.ingest.group`,
-:mod:`tracewh.ingest.batchcommit`); no I/O here.
+:mod:`tracewh.ingest.batchcommit`); no I/O here. The ingest's options are declared once, here:
+the API (:meth:`tracewh.api.Warehouse.ingest`) and the CLI (``tracewh ingest``) take their
+defaults from :class:`IngestOptions` and :data:`DEFAULT_JOBS` (``tests/ingest/test_options.py``
+holds them to it). Plain values only: importing this module imports nothing heavy (the CLI
+reads it at start).
 """
 
 from __future__ import annotations
@@ -14,15 +18,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import duckdb
-
 from tracewh.core.errors import TracewhError, UsageError
 
 if TYPE_CHECKING:
-    pass
+    from collections import Counter
 
 
 Outcome = Literal["ingested", "replaced", "skipped", "failed"]
+
+#: Processes of an ingest by default: ``auto`` (see :func:`tracewh.ingest.batch.resolve_jobs`).
+DEFAULT_JOBS: int | str = "auto"
 
 #: A commit batch's derive hook: (the file to write, the batch's child files by table, its
 #: pending ``runs`` rows) -> rows written per run_id (the API passes
@@ -147,10 +152,40 @@ class FileResult:
         }
 
 
+@dataclass(frozen=True)
+class FileJob:
+    """One file's ingest as the pipeline knows it once hashed and locked: what every link
+    strategy (one file alone, or a group of tiny traces) needs to write it and report it."""
+
+    path: Path
+    run_id: str
+    ingest_id: str
+    sha: str
+    size: int
+    replace: bool  # --force over a committed run of the same bytes
+    started: datetime
+    t0: float  # perf_counter at its start
+
+    def written(self, events: int, anomalies: Counter[str] | Mapping[str, int],
+                row: Mapping[str, Any], warnings: Sequence[str]) -> FileResult:
+        """The final :class:`FileResult` of the written run (its ``runs`` row ``row``)."""
+        import json
+
+        return FileResult(
+            str(self.path), "replaced" if self.replace else "ingested", self.run_id,
+            events=events, bytes=self.size, seconds=time.perf_counter() - self.t0,
+            anomalies=dict(anomalies), steps_found=row["n_steps"],
+            steps_kept=json.loads(row["rows_json"]).get("steps", 0),
+            dropped=row["n_dropped"], warnings=tuple(warnings),
+        )
+
+
 def error_result(
     exc: BaseException, path: Path, run_id: str | None, size: int, t0: float
 ) -> FileResult | None:
     """The failed :class:`FileResult` of a file whose ingest raised ``exc``; None: re-raise it."""
+    import duckdb
+
     seconds = time.perf_counter() - t0
     if isinstance(exc, TracewhError):
         return FileResult(str(path), "failed", run_id, error=str(exc), bytes=size, seconds=seconds)

@@ -28,7 +28,7 @@ from typing import Any
 from tracewh.core.errors import TraceFormatError
 from tracewh.ingest.decompress import open_decompressed
 from tracewh.ingest.files import open_regular
-from tracewh.ingest.shred import PartResult, StageConnections, stage_part
+from tracewh.ingest.shred import PartResult, StageConnections, Stager, stage_part
 from tracewh.ingest.workers import worker_pool
 
 #: Files smaller than this (decompressed) are never split. With the direct scanner one
@@ -141,23 +141,23 @@ def stage_file(
     skip_python: bool = False,
     memory_limit: str = "128MB",
     min_split_bytes: int = MIN_SPLIT_BYTES,
-    native: bool = True,
+    stager: Stager,
     connections: StageConnections | None = None,
 ) -> Staged:
-    """Stage ``path`` into ``folder`` (see the module docstring).
+    """Stage ``path`` into ``folder`` with ``stager`` (see the module docstring).
 
     Raises :class:`~tracewh.core.errors.TraceFormatError` for an unreadable trace.
     ``connections``: a staging connection kept between the files of a batch (one part).
     """
     cuts = _boundaries(path, parts, min_split_bytes)
     if cuts is not None:
-        staged = _stage_parallel(path, folder, cuts, skip_python, memory_limit, native)
+        staged = _stage_parallel(path, folder, cuts, skip_python, memory_limit, stager)
         if staged is not None:
             return staged
     seq = folder / "seq"
     seq.mkdir()
     r = stage_part(
-        path, seq, skip_python=skip_python, memory_limit=memory_limit, native=native,
+        path, seq, stager=stager, skip_python=skip_python, memory_limit=memory_limit,
         connections=connections,
     )
     return Staged(
@@ -173,7 +173,7 @@ def stage_file(
 
 def _stage_parallel(
     path: Path, folder: Path, cuts: list[int], skip_python: bool, memory_limit: str,
-    native: bool,
+    stager: Stager,
 ) -> Staged | None:
     n = len(cuts) + 1
     bounds = [None, *cuts, None]
@@ -183,7 +183,7 @@ def _stage_parallel(
         sub.mkdir()
         jobs.append(
             dict(path=path, folder=sub, part=k, start_at=bounds[k], stop_at=bounds[k + 1],
-                 skip_python=skip_python, memory_limit=memory_limit, native=native)
+                 skip_python=skip_python, memory_limit=memory_limit, stager=stager)
         )
     with worker_pool(n - 1) as pool:  # killed, not awaited, when this process stops early
         futures = [pool.submit(_stage_worker, job) for job in jobs[1:]]

@@ -8,31 +8,31 @@ that leaves only invisible rows, removed by :func:`tracewh.ingest.cleanup.cleanu
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
 from tracewh.core.errors import TraceFormatError
 from tracewh.core.sqlfiles import glob_escaped
-from tracewh.ingest.derive import derive_and_commit, finish, now_utc
+from tracewh.ingest.derive import OneFile, now_utc
+from tracewh.ingest.direct import DirectCommit
 from tracewh.ingest.files import check_unchanged, open_regular, stamp
-from tracewh.ingest.link import connect_staging
-from tracewh.ingest.options import FileResult, IngestOptions, error_result
-from tracewh.ingest.parts import Staged, stage_file
+from tracewh.ingest.options import FileJob, FileResult, IngestOptions, error_result
+from tracewh.ingest.parts import stage_file
 from tracewh.ingest.reader import sha256_file
+from tracewh.ingest.shred import Stager, stager_for
 from tracewh.storage.store import DuplicateRunError, Store
 
 if TYPE_CHECKING:
-    from tracewh.ingest.batchcommit import CommitBatch
-    from tracewh.ingest.group import TinyGroup
+    from tracewh.ingest.commit import Committer
+    from tracewh.ingest.parts import Staged
     from tracewh.ingest.shred import StageConnections
 
 
@@ -114,21 +114,55 @@ def option_changes(existing: dict[str, Any], options: IngestOptions) -> list[str
     return out
 
 
+class Linker(Protocol):
+    """The link strategy: how a staged file's linkage and tables are written.
+
+    :class:`~tracewh.ingest.derive.OneFile` (now, alone) or
+    :class:`~tracewh.ingest.group.TinyGroup` (a tiny trace joins the batch's group and is
+    written with it; a bigger one is written alone).
+    """
+
+    @property
+    def connections(self) -> StageConnections | None:
+        """The staging connection kept between the files of a task (a group's), or None."""
+        ...
+
+    @property
+    def run_ids(self) -> set[str]:
+        """Runs staged and waiting to be written."""
+        ...
+
+    def write(self, job: FileJob, staged: Staged, staging: Path, labels: dict[str, str],
+              check: Callable[[], None]) -> FileResult | None:
+        """Write ``job``'s run: its result, or None when it waits for its group (which then
+        owns ``staging`` and hands its result to the commit batch)."""
+        ...
+
+
 def ingest_file(
-    store: Store, path: Path, options: IngestOptions, *, batch: CommitBatch | None = None,
-    group: TinyGroup | None = None,
+    store: Store, path: Path, options: IngestOptions, *, commit: Committer | None = None,
+    linker: Linker | None = None, stager: Stager | None = None,
 ) -> FileResult:
     """Ingest one trace file into ``store``; never raises for a bad file.
 
     Returns a :class:`FileResult` whose ``outcome`` is ``ingested``,
     ``replaced`` (``--force`` over an existing run), ``skipped`` (same bytes
     already ingested) or ``failed`` (``error`` names the file and the problem).
-    With ``batch`` (a local warehouse), the file's commits wait for the batch's
-    flush (:mod:`tracewh.ingest.batchcommit`): the final results come from
-    ``batch.take()`` / ``batch.close()``, this one is provisional. With ``group`` too
-    (the batch's :class:`~tracewh.ingest.group.TinyGroup`), a tiny trace, once staged,
-    is linked and written with the group's other tiny traces when the group runs.
+
+    The variants are strategy objects, chosen once by the caller (a batch's task,
+    :mod:`tracewh.ingest.tasks`) or here: ``commit`` (a
+    :class:`~tracewh.ingest.commit.Committer`; default: a
+    :class:`~tracewh.ingest.direct.DirectCommit`, the file commits alone; a
+    :class:`~tracewh.ingest.batchcommit.CommitBatch` defers its commits to the batch's flush,
+    the final results then coming from ``take()`` / ``close()``, this one provisional),
+    ``linker`` (a :class:`Linker`; default: a :class:`~tracewh.ingest.derive.OneFile` over
+    ``commit``; a :class:`~tracewh.ingest.group.TinyGroup` writes a tiny trace, once staged,
+    with the group's other tiny traces) and ``stager`` (default: :func:`stager_for`
+    ``options.native``).
     """
+    commit = commit if commit is not None else DirectCommit(store)
+    linker = linker if linker is not None else OneFile(store, options, commit)
+    stager = stager if stager is not None else stager_for(options.native)
     started = now_utc()
     t0 = time.perf_counter()
     path = Path(os.path.abspath(path))
@@ -143,14 +177,11 @@ def ingest_file(
         except OSError as exc:
             raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
         run_id = sha[:16]
-        if batch is not None:
-            batch.begin_file()
+        commit.begin_file()
         # writers (shared): a `compact --retain-hours 0` (exclusive) waits for this ingest
-        with _held(store, batch, "writers", shared=True), _held(store, batch, f"run-{run_id}"):
+        with commit.held("writers", shared=True), commit.held(f"run-{run_id}"):
             existing = _existing_run(store, run_id)
-            if existing is None and batch is not None and (
-                run_id in batch.run_ids or (group is not None and run_id in group.run_ids)
-            ):
+            if existing is None and (run_id in commit.run_ids or run_id in linker.run_ids):
                 # the same bytes twice in one batch (even with --force): once is enough
                 existing = {"source_path": "an earlier file of this batch"}
             if existing is not None and (not options.force or "ingest_id" not in existing):
@@ -164,27 +195,12 @@ def ingest_file(
                 )
             else:
                 ingest_id = uuid.uuid4().hex
-                defer = None if group is None else group.taker(
-                    path=path, run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
-                    replace=existing is not None, started=started, t0=t0,
-                )
-                with _held(store, batch, f"ingest-{ingest_id}"):
-                    done = _ingest_locked(
-                        store, path, options,
-                        run_id=run_id, ingest_id=ingest_id, sha=sha, size=size,
-                        replace=existing is not None, batch=batch, before=before, defer=defer,
-                        connections=None if group is None else group.connections,
-                    )
+                job = FileJob(path, run_id, ingest_id, sha, size, existing is not None, started, t0)
+                with commit.held(f"ingest-{ingest_id}"):
+                    done = _ingest_locked(store, job, before, options, commit, linker, stager)
                 if done is None:  # the group writes it and gives its result to the batch
                     return FileResult(str(path), "ingested", run_id, bytes=size)
-                n_events, anomalies, row, warnings = done
-                result = FileResult(
-                    str(path), "replaced" if existing is not None else "ingested", run_id,
-                    events=n_events, bytes=size, seconds=time.perf_counter() - t0,
-                    anomalies=anomalies, steps_found=row["n_steps"],
-                    steps_kept=json.loads(row["rows_json"]).get("steps", 0),
-                    dropped=row["n_dropped"], warnings=tuple(warnings),
-                )
+                result = done
     except DuplicateRunError:  # object stores: the same bytes, committed concurrently
         result = FileResult(
             str(path), "skipped", run_id,
@@ -196,83 +212,39 @@ def ingest_file(
         if failed is None:
             raise
         result = failed
-    return finish(store, batch, result, ingest_id, sha, started)
-
-
-@contextlib.contextmanager
-def _held(store: Store, batch: CommitBatch | None, key: str, *, shared: bool = False) -> Iterator[None]:
-    """Lock ``key`` for this block, or, in a batch, until the batch's flush."""
-    if batch is None:
-        with store.lock(key, shared=shared):
-            yield
-    else:
-        batch.hold(key, shared=shared)
-        yield
+    return commit.finish(result, ingest_id=ingest_id, sha=sha, started=started)
 
 
 def _ingest_locked(
-    store: Store,
-    path: Path,
-    options: IngestOptions,
-    *,
-    run_id: str,
-    ingest_id: str,
-    sha: str,
-    size: int,
-    replace: bool,
-    before: tuple[int, int, int, int],
-    batch: CommitBatch | None = None,
-    defer: Callable[[Staged, Path, dict[str, str], Callable[[], None]], bool] | None = None,
-    connections: StageConnections | None = None,
-) -> tuple[int, dict[str, int], dict[str, Any], list[str]] | None:
-    """Stage, link and write one file; None when ``defer`` took it, once staged (a group's)."""
+    store: Store, job: FileJob, before: tuple[int, int, int, int], options: IngestOptions,
+    commit: Committer, linker: Linker, stager: Stager,
+) -> FileResult | None:
+    """Stage ``job``'s file and hand it to ``linker``; None when its group took it."""
+    path = job.path
     labels = {**read_sidecar_labels(path), **options.labels}
-    staging = store.new_staging(ingest_id)
+    staging = store.new_staging(job.ingest_id)
     deferred = False
     try:
         staged = stage_file(
             path, staging, parts=options.parts, skip_python=options.skip_python,
             memory_limit=options.stage_memory_limit, min_split_bytes=options.min_split_bytes,
-            native=options.native, connections=connections,
+            stager=stager, connections=linker.connections,
         )
         unchanged = functools.partial(
-            check_unchanged, path, before, sha, (staged.file_sha256, staged.file_bytes)
+            check_unchanged, path, before, job.sha, (staged.file_sha256, staged.file_bytes)
         )
         unchanged()
         if staged.events == 0:
             raise TraceFormatError(path, "traceEvents is empty: nothing to ingest")
-        if defer is not None and defer(staged, staging, labels, unchanged):
-            deferred = True  # its staging folder is the group's now
-            return None
-        con = connect_staging(staging, staged, options)
-        try:
-            row, warnings = derive_and_commit(
-                store, con, staged.metadata, options,
-                run_id=run_id, ingest_id=ingest_id, replace=replace,
-                base=dict(path=path, sha=sha, size=size, labels=labels,
-                          n_events=staged.events, anomalies=staged.anomalies),
-                parts=staged.parts, batch=batch, before_commit=unchanged,
-            )
-        finally:
-            con.close()
-        return staged.events, dict(staged.anomalies), row, warnings
+        result = linker.write(job, staged, staging, labels, unchanged)
+        deferred = result is None  # its staging folder is the group's now
+        return result
     except BaseException:
-        if batch is not None:
-            batch.drop(ingest_id)  # nothing of it is committed: its written files go
-        else:
-            _discard(store, ingest_id)
+        commit.drop(job.ingest_id)  # nothing of it stays: its written files or rows go
         raise
     finally:
         if not deferred:
             store.remove_staging(staging)
 
 
-def _discard(store: Store, ingest_id: str) -> None:
-    """Best-effort removal of the child rows of a failed ingest (cleanup does it otherwise)."""
-    from tracewh.ingest.cleanup import delete_ingest
-
-    with contextlib.suppress(Exception):
-        delete_ingest(store, ingest_id)
-
-
-__all__ = ["FileResult", "IngestOptions", "ingest_file", "read_sidecar_labels"]
+__all__ = ["FileResult", "IngestOptions", "Linker", "ingest_file", "read_sidecar_labels"]

@@ -169,39 +169,75 @@ def connect_stage(folder: Path, *, memory_limit: str) -> Any:
     return con
 
 
+class PythonStager:
+    """Stage every event through ijson and the Python rows (:func:`tracewh.ingest.rows.prepare_events`).
+
+    The reference path: where the C extension is not built, and what the C stager falls
+    back to for a document it gives up on. Holds nothing (picklable: parts are staged in
+    worker processes with it).
+    """
+
+    name = "python"
+
+    def stage_part(self, path: Path, folder: Path, **kw: Any) -> PartResult:
+        """Stage one part of ``path`` into ``folder`` (see :func:`stage_part`)."""
+        return _stage_part(path, folder, None, scan=False, **kw)
+
+
+class CStager:
+    """Stage the ordinary events with the C extension (:mod:`tracewh.ingest.fast`).
+
+    The direct scanner reads the bytes; a document it gives up on (malformed, unusual at
+    the top level, a decompression error...) is staged again from scratch through ijson
+    and the compiled shredder, which reports its errors. The unusual events go through
+    the Python rows either way: both stagers stage the same rows
+    (``tests/ingest/test_fast.py``, ``test_scan.py``).
+    """
+
+    name = "c"
+
+    def stage_part(self, path: Path, folder: Path, **kw: Any) -> PartResult:
+        """Stage one part of ``path`` into ``folder`` (see :func:`stage_part`)."""
+        module = fast.native()
+        if fast.scanner(module):
+            try:
+                return _stage_part(path, folder, module, scan=True, **kw)
+            except (fast.Fallback, TraceFormatError):
+                _empty(folder)  # the ijson path below stages it again and says what is wrong
+        return _stage_part(path, folder, module, scan=False, **kw)
+
+
+Stager = PythonStager | CStager
+
+
+def stager_for(native: bool) -> Stager:
+    """The staging strategy: C where asked for (``native``) and built, else Python."""
+    return CStager() if native and fast.native() is not None else PythonStager()
+
+
 def stage_part(
     path: Path,
     folder: Path,
     *,
+    stager: Stager,
     part: int = 0,
     start_at: int | None = None,
     stop_at: int | None = None,
     skip_python: bool = False,
     memory_limit: str = "128MB",
     chunk_events: int = 65_536,
-    native: bool = True,
     connections: StageConnections | None = None,
 ) -> PartResult:
-    """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``.
+    """Parse the part of ``path`` between ``start_at`` and ``stop_at`` into ``folder``
+    with ``stager`` (:class:`CStager` or :class:`PythonStager`, see :func:`stager_for`).
 
-    Every staging table gets at least one (possibly empty) file, so readers
-    always find its columns. With ``native`` (and the extension built) the direct
-    scanner reads the bytes; a document it gives up on (malformed, unusual at the
-    top level, a decompression error...) is staged again from scratch through
-    ijson, which reports its errors. Raises
-    :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
+    Every staging table gets at least one (possibly empty) file, so readers always find
+    its columns. Raises :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
     """
-    module = fast.native() if native else None
-    kw: dict[str, Any] = dict(
-        part=part, start_at=start_at, stop_at=stop_at, skip_python=skip_python,
+    return stager.stage_part(
+        path, folder, part=part, start_at=start_at, stop_at=stop_at, skip_python=skip_python,
         memory_limit=memory_limit, chunk_events=chunk_events, connections=connections,
     )
-    if fast.scanner(module):
-        try:
-            return _stage_part(path, folder, module, scan=True, **kw)
-        except (fast.Fallback, TraceFormatError):
-            _empty(folder)  # the ijson path below stages it again and says what is wrong
-    return _stage_part(path, folder, module, scan=False, **kw)
 
 
 def _empty(folder: Path) -> None:

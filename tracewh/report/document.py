@@ -156,7 +156,7 @@ def markdown(
         if sec.key in charts:
             parts.append(f"![{md(sec.title)}](charts/{sec.key}.png)\n")
         else:
-            parts.append(f"_{md(_sentence(sec.empty))}._\n")
+            parts.append(f"_{md(sentence(sec.empty))}._\n")
         if sec.text:
             parts.append(md(sec.text) + "\n")
         for t in sec.tables:
@@ -184,7 +184,7 @@ def html_page(
                 f"src='data:image/png;base64,{data}'></div>"
             )
         else:
-            body.append(f"<p class='empty'>{html.escape(_sentence(sec.empty))}.</p>")
+            body.append(f"<p class='empty'>{html.escape(sentence(sec.empty))}.</p>")
         if sec.text:
             body.append(f"<p>{html.escape(sec.text)}</p>")
         for t in sec.tables:
@@ -204,6 +204,6 @@ def page(title: str, body: str, *, head: str = "") -> str:
     )
 
 
-def _sentence(text: str) -> str:
+def sentence(text: str) -> str:
     """``text`` with its first letter in upper case (the rest untouched)."""
     return text[:1].upper() + text[1:]

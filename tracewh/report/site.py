@@ -23,7 +23,7 @@ from typing import Any
 from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.report import charts, render
-from tracewh.report.document import _sentence, page
+from tracewh.report.document import page, sentence
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, graph_note, modules_section
 from tracewh.report.protocol import WarehouseLike, one_snapshot
@@ -222,7 +222,7 @@ def _append_sections(body: list[str], secs: list[Section]) -> int:
             body.append(_embed(f"chart-{sec.key}", render.spec(sec.chart)))
             n += 1
         else:
-            body.append(f"<p class='empty'>{html.escape(_sentence(sec.empty))}.</p>")
+            body.append(f"<p class='empty'>{html.escape(sentence(sec.empty))}.</p>")
         if sec.text:
             body.append(f"<p>{html.escape(sec.text)}</p>")
         for t in sec.tables:

@@ -1,0 +1,102 @@
+"""The variants of an ingest, chosen once at the top: strategy objects, not flags passed down.
+
+:func:`choose` picks them once per ingest command, from its options and the warehouse
+(:func:`tracewh.ingest.batch.ingest_paths` calls it, and picks the executor: serial, local
+processes, or Dask), and every file of every task is ingested with them:
+
+- the **stager** (:func:`tracewh.ingest.shred.stager_for`): C (:class:`~tracewh.ingest.shred.CStager`)
+  where ``options.native`` and the extension is built, else Python
+  (:class:`~tracewh.ingest.shred.PythonStager`): the same rows either way;
+- the **task**: :class:`BatchedTask` on a local warehouse (the commits of a task's files
+  batched, :class:`~tracewh.ingest.batchcommit.CommitBatch`; its tiny traces linked and
+  written together, :class:`~tracewh.ingest.group.TinyGroup`, unless ``options.group_tiny``
+  is off, each file then :class:`~tracewh.ingest.derive.OneFile`), or :class:`AloneTask` on
+  an object store (each file commits alone, :class:`~tracewh.ingest.direct.DirectCommit`:
+  its ``runs`` insert is conditional).
+
+A :class:`Task` (files, options, strategies) is what an executor runs (:func:`run_task`):
+picklable, so a worker process or a Dask worker gets the choices made here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracewh.ingest.batchcommit import CommitBatch
+from tracewh.ingest.derive import OneFile
+from tracewh.ingest.group import TinyGroup
+from tracewh.ingest.options import FileResult, IngestOptions
+from tracewh.ingest.pipeline import ingest_file
+from tracewh.ingest.shred import Stager, stager_for
+from tracewh.storage.store import Store
+
+
+@dataclass(frozen=True)
+class AloneTask:
+    """Each file on its own: its commits as written, its log row at once (object stores)."""
+
+    stager: Stager
+
+    def run(self, store: Store, paths: tuple[str, ...], options: IngestOptions) -> list[FileResult]:
+        # a run committed first by a concurrent ingest is "skipped" by ingest_file
+        return [ingest_file(store, Path(p), options, stager=self.stager) for p in paths]
+
+
+@dataclass(frozen=True)
+class BatchedTask:
+    """The files of a task in one commit batch; with ``grouped``, their tiny traces together."""
+
+    stager: Stager
+    grouped: bool
+
+    def run(self, store: Store, paths: tuple[str, ...], options: IngestOptions) -> list[FileResult]:
+        batch = CommitBatch(store, derive=options.derive)
+        group = TinyGroup(store, options, batch) if self.grouped else None
+        linker = group if group is not None else OneFile(store, options, batch)
+        out: list[FileResult] = []
+        try:
+            for path in paths:
+                ingest_file(store, Path(path), options, commit=batch, linker=linker,
+                            stager=self.stager)
+                if batch.due():
+                    batch.flush()
+                out += batch.take()
+        except (KeyboardInterrupt, SystemExit):  # a signal: commit nothing more, release the locks
+            batch.abandon()
+            raise
+        finally:
+            if not batch.abandoned:
+                out += batch.close()
+            if group is not None:
+                group.close()
+        return out
+
+
+TaskStrategy = AloneTask | BatchedTask
+
+
+def choose(store: Store, options: IngestOptions) -> TaskStrategy:
+    """The strategies of an ingest into ``store`` with ``options`` (module docstring)."""
+    stager = stager_for(options.native)
+    if store.remote:
+        return AloneTask(stager)
+    return BatchedTask(stager, grouped=options.group_tiny)
+
+
+@dataclass(frozen=True)
+class Task:
+    """Files one worker ingests in turn, with the strategies chosen for the whole ingest."""
+
+    store: Store
+    paths: tuple[str, ...]
+    options: IngestOptions
+    strategy: TaskStrategy
+
+
+def run_task(task: Task) -> list[FileResult]:
+    """Ingest a task's files (what an executor maps over the tasks)."""
+    return task.strategy.run(task.store, task.paths, task.options)
+
+
+__all__ = ["AloneTask", "BatchedTask", "Task", "TaskStrategy", "choose", "run_task"]
