@@ -272,8 +272,9 @@ class Warehouse(QueryMethods):
         return distinct_ranks([self.resolve_run(r) for r in runs])
 
     def collectives(
-        self, runs: Sequence[RunSelector] = (), *, by: str = "collective", link: str | None = None,
-        link_peak_gbps: float | None = None,
+        self, runs: Sequence[RunSelector] = (), *, by: str = opts.CollectivesOptions.by,
+        link: str | None = opts.CollectivesOptions.link,
+        link_peak_gbps: float | None = opts.CollectivesOptions.link_peak_gbps,
     ) -> pl.DataFrame:
         """Collectives matched across the ranks of a job (:func:`tracewh.analysis.collectives.collectives`)."""
         from tracewh.analysis import collectives as _coll

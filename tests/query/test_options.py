@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import typer.main
 
+from tracewh.analysis import collectives as collectives_analysis
 from tracewh.analysis import memory as memory_analysis
 from tracewh.analysis import roofline as roofline_analysis
 from tracewh.api import Warehouse
@@ -21,6 +22,7 @@ from tracewh.cli import app
 from tracewh.core.errors import UsageError
 from tracewh.query import macros
 from tracewh.query.options import (
+    COLLECTIVE_VIEWS,
     KERNEL_GROUPS,
     KERNEL_ORDERS,
     KERNEL_WAIT_THRESHOLD_NS,
@@ -28,6 +30,7 @@ from tracewh.query.options import (
     LAUNCH_VIEWS,
     RANK_VIEWS,
     AnnotationsOptions,
+    CollectivesOptions,
     GapsOptions,
     KernelsOptions,
     LaunchesOptions,
@@ -54,6 +57,7 @@ FRONT_ENDS: list[tuple[type, str, str]] = [
     (RanksOptions, "ranks", "ranks"),
     (MemoryOptions, "memory", "memory"),
     (RooflineOptions, "roofline", "roofline"),
+    (CollectivesOptions, "collectives", "collectives"),
 ]
 
 #: field -> the front ends' parameter, where the names differ (threshold_ns: given in µs)
@@ -146,6 +150,8 @@ def test_every_api_and_macro_default_is_the_dataclass_default() -> None:
         (memory_analysis.memory, MemoryOptions, {"view", "device", "top", "buckets"}),
         (Warehouse.roofline, RooflineOptions, {"op", "peak_tflops", "peak_tbs"}),
         (roofline_analysis.roofline, RooflineOptions, {"op", "peak_tflops", "peak_tbs"}),
+        (Warehouse.collectives, CollectivesOptions, {"by", "link", "link_peak_gbps"}),
+        (collectives_analysis.collectives, CollectivesOptions, {"by", "link", "link_peak_gbps"}),
     ]
     for fn, options, names in cases:
         got, want = _defaults(fn), _fields(options)
@@ -165,11 +171,13 @@ def test_the_choices_are_declared_once() -> None:
         ("kernels", "group_by", KERNEL_GROUPS), ("kernels", "by", KERNEL_ORDERS),
         ("launches", "by", LAUNCH_VIEWS), ("ranks", "view", RANK_VIEWS),
         ("memory", "view", tuple(memory_analysis.VIEWS)),
+        ("collectives", "by", COLLECTIVE_VIEWS),
     ]
     for command, name, allowed in choices:
         assert _cli(command)[name].metavar == "|".join(allowed), (command, name)
         assert tuple(tools[command][name]["enum"]) == allowed, (command, name)
     assert tuple(macros._LAUNCHES) == LAUNCH_VIEWS
+    assert collectives_analysis.BY == COLLECTIVE_VIEWS
     for bad in ({"group_by": "nope"}, {"by": "nope"}):
         with pytest.raises(UsageError):
             macros.kernels(**bad)

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracewh.core.errors import UsageError
+from tracewh.query.options import COLLECTIVE_VIEWS, CollectivesOptions
 
 if TYPE_CHECKING:
     from tracewh.query.runsel import Catalog
 
 #: What ``by`` may be.
-BY: tuple[str, ...] = ("collective", "rank")
+BY: tuple[str, ...] = COLLECTIVE_VIEWS
 
 #: The columns of one matched collective, in order (``by="collective"``).
 MATCH_COLUMNS: tuple[str, ...] = (
@@ -208,9 +209,9 @@ def collectives(
     src: Catalog,
     ids: list[str],
     *,
-    by: str = "collective",
-    link: str | None = None,
-    link_peak_gbps: float | None = None,
+    by: str = CollectivesOptions.by,
+    link: str | None = CollectivesOptions.link,
+    link_peak_gbps: float | None = CollectivesOptions.link_peak_gbps,
 ) -> pl.DataFrame:
     """Collectives matched across the ranks ``ids`` of a job, largest wait first.
 

@@ -18,6 +18,7 @@ from tracewh.cli.common import (
     warehouse_option,
 )
 from tracewh.cli.output import show
+from tracewh.query.options import COLLECTIVE_VIEWS, CollectivesOptions
 
 #: Columns of the terminal table (CSV, JSON and --out carry every column).
 TABLE_COLUMNS = {
@@ -33,10 +34,10 @@ TABLE_COLUMNS = {
 def collectives(
     runs: list[str] | None = typer.Argument(None, metavar="[RUN]...", help="One run (a run_id prefix, KEY=VALUE, latest): its job instance; or several runs: exactly those ranks. Default: the latest run's job instance.", show_default=False),
     warehouse: str = warehouse_option(),
-    by: str = typer.Option("collective", "--by", metavar="collective|rank", help="One row per matched collective, or per rank (collectives, times late, its own wait)."),
-    link: str | None = typer.Option(None, "--link", metavar="NAME", help="The link the collectives ran over (a link_peaks name: nvlink4, xgmi-mi300x, pcie5, ib-ndr, ...) instead of the device's."),
-    link_peak_gbps: float | None = typer.Option(None, "--link-peak-gbps", metavar="GBPS", help="The link's peak bandwidth per direction in GB/s instead of the table's."),
-    top: int | None = top_option(20),
+    by: str = typer.Option(CollectivesOptions.by, "--by", metavar="|".join(COLLECTIVE_VIEWS), help="One row per matched collective, or per rank (collectives, times late, its own wait)."),
+    link: str | None = typer.Option(CollectivesOptions.link, "--link", metavar="NAME", help="The link the collectives ran over (a link_peaks name: nvlink4, xgmi-mi300x, pcie5, ib-ndr, ...) instead of the device's."),
+    link_peak_gbps: float | None = typer.Option(CollectivesOptions.link_peak_gbps, "--link-peak-gbps", metavar="GBPS", help="The link's peak bandwidth per direction in GB/s instead of the table's."),
+    top: int | None = top_option(CollectivesOptions.top),
     fmt: str = format_option(),
     out: Path | None = out_option(),
 ) -> None:

@@ -19,7 +19,7 @@ from tracewh.api import Warehouse
 from tracewh.mcp.calls import Calls, document_result, rows_result
 from tracewh.mcp.params import READ_ONLY, Run, Since, Top, Where
 from tracewh.mcp.tools_run import RowsResult
-from tracewh.query.options import RanksOptions
+from tracewh.query.options import CollectivesOptions, RanksOptions
 
 __all__ = ["register"]
 
@@ -199,10 +199,10 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def collectives(
         runs: Annotated[list[str] | None, Field(description="One run (a selector): its job instance; or several runs: exactly those ranks. Default: the latest run's job instance.")] = None,
-        by: Annotated[Literal["collective", "rank"], Field(description="One row per matched collective, or per rank (collectives, times late, its own wait).")] = "collective",
-        link: Annotated[str | None, Field(description="The link the collectives ran over (a link_peaks name: nvlink4, xgmi-mi300x, pcie5, ib-ndr, ...) instead of the device's.")] = None,
-        link_peak_gbps: Annotated[float | None, Field(gt=0, description="The link's peak bandwidth per direction in GB/s instead of the table's.")] = None,
-        top: Top = 20,
+        by: Annotated[Literal["collective", "rank"], Field(description="One row per matched collective, or per rank (collectives, times late, its own wait).")] = CollectivesOptions.by,  # type: ignore[assignment]
+        link: Annotated[str | None, Field(description="The link the collectives ran over (a link_peaks name: nvlink4, xgmi-mi300x, pcie5, ib-ndr, ...) instead of the device's.")] = CollectivesOptions.link,
+        link_peak_gbps: Annotated[float | None, Field(gt=0, description="The link's peak bandwidth per direction in GB/s instead of the table's.")] = CollectivesOptions.link_peak_gbps,
+        top: Top = CollectivesOptions.top or 0,
     ) -> RowsResult:
         """Collectives (NCCL/RCCL) matched across the ranks of a job by (process group, sequence), largest wait first: who arrives late, how fast the transfer ran.
 

@@ -3,7 +3,7 @@
 One frozen dataclass per analysis that takes options (:class:`KernelsOptions`,
 :class:`GapsOptions`, :class:`LaunchesOptions`, :class:`StepsOptions`, :class:`OpsOptions`,
 :class:`ModulesOptions`, :class:`AnnotationsOptions`, :class:`RanksOptions`,
-:class:`MemoryOptions`, :class:`RooflineOptions`) holds each option with its default, and the
+:class:`MemoryOptions`, :class:`RooflineOptions`, :class:`CollectivesOptions`) holds each option with its default, and the
 tuples below the values an option may take. Every front end reads them: the API
 (``Warehouse.kernels`` ...), the macro calls (:mod:`tracewh.query.macros`), the analyses
 (:mod:`tracewh.analysis.memory`, :mod:`tracewh.analysis.roofline`), the CLI (``tracewh
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from tracewh.core.errors import UsageError
 
 __all__ = [
-    "KERNEL_GROUPS", "KERNEL_ORDERS", "KERNEL_WAIT_THRESHOLD_NS", "KERNEL_WAIT_THRESHOLD_US",
-    "LAUNCH_VIEWS", "RANK_VIEWS", "AnnotationsOptions", "GapsOptions", "KernelsOptions",
+    "COLLECTIVE_VIEWS", "KERNEL_GROUPS", "KERNEL_ORDERS", "KERNEL_WAIT_THRESHOLD_NS", "KERNEL_WAIT_THRESHOLD_US",
+    "LAUNCH_VIEWS", "RANK_VIEWS", "AnnotationsOptions", "CollectivesOptions", "GapsOptions", "KernelsOptions",
     "LaunchesOptions", "MemoryOptions", "ModulesOptions", "OpsOptions", "RanksOptions",
     "RooflineOptions", "StepsOptions", "threshold_ns",
 ]
@@ -47,6 +47,8 @@ KERNEL_ORDERS: tuple[str, ...] = ("total", "mean", "max", "calls")
 LAUNCH_VIEWS: tuple[str, ...] = ("kernel", "step", "op", "linkage", "graph")
 #: The views of ``ranks`` (``rank_<view>`` of ``sql/80_ranks.sql``).
 RANK_VIEWS: tuple[str, ...] = ("imbalance", "kernels", "stragglers")
+#: The views of ``collectives``: one row per matched collective, or per rank.
+COLLECTIVE_VIEWS: tuple[str, ...] = ("collective", "rank")
 
 
 def threshold_ns(threshold_us: float) -> int:
@@ -173,3 +175,18 @@ class RooflineOptions:
     top: int | None = 20
     peak_tflops: str | None = None
     peak_tbs: float | None = None
+
+
+@dataclass(frozen=True)
+class CollectivesOptions:
+    """Options of the collectives matched across ranks (:func:`tracewh.analysis.collectives.collectives`).
+
+    ``by`` one of :data:`COLLECTIVE_VIEWS`; ``link``: a ``link_peaks`` name instead of the
+    device's link; ``link_peak_gbps``: the link's peak per direction (GB/s) instead of the
+    table's; ``top``: rows shown.
+    """
+
+    by: str = "collective"
+    link: str | None = None
+    link_peak_gbps: float | None = None
+    top: int | None = 20
