@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
 from tracewh.history.changepoint import DEFAULT_ALPHA, detect
 
@@ -126,7 +127,8 @@ def find_changes(
     """
     opt = options or DetectOptions()
     order = runs.select("run_id", "series", "start_ns").sort(["series", "start_ns", "run_id"])
-    v = values.join(order.select("run_id", "series"), on="run_id", how="inner")
+    order = order.with_columns(pl.int_range(pl.len()).over("series").alias("_pos"))
+    v = values.join(order.select("run_id", "series", "_pos"), on="run_id", how="inner")
     rows: list[dict[str, object]] = []
     run_lists = {
         s: ids for s, ids in order.group_by("series", maintain_order=True)
@@ -142,20 +144,18 @@ def find_changes(
 def _one(
     series: str, metric: str, key: str, ids: list[str], grp: pl.DataFrame, opt: DetectOptions
 ) -> list[dict[str, object]]:
-    pos = {r: i for i, r in enumerate(ids)}
     n = len(ids)
     filled = metric in ZERO_FILLED
     vals = np.zeros(n) if filled else np.full(n, np.nan)
     wvar = np.zeros(n)
-    names: list[tuple[str | None, str | None, str | None]] = [(None, None, None)] * n
-    for r, value, sd, steps, name, short, cat in grp.select(
-        "run_id", "value", "step_sd", "n_steps", "name", "short_name", "category"
-    ).iter_rows():
-        i = pos[r]
-        vals[i] = np.nan if value is None else value
-        if sd is not None and steps:
-            wvar[i] = sd * sd / steps
-        names[i] = (name, short, cat)
+    # each row at its run's position in the series (``_pos``), columns at once (a series of
+    # thousands of runs: no Python loop over its rows); NULL values are NaN
+    at = grp["_pos"].to_numpy()
+    vals[at] = grp["value"].cast(pl.Float64).to_numpy()
+    sd = grp["step_sd"].cast(pl.Float64)
+    steps = grp["n_steps"].cast(pl.Float64)
+    known = (sd.is_not_null() & steps.is_not_null() & (steps != 0)).to_numpy()
+    wvar[at[known]] = (sd * sd / steps).to_numpy()[known]
     keep = np.isfinite(vals)
     if keep.sum() < 2:
         return []
@@ -175,10 +175,7 @@ def _one(
         if metric == "critical_path" and abs(delta) < SHARE_FLOOR:
             continue
         first = int(idx[c.index])
-        # the name the kernel had in the newest run that ran it
-        name, short, cat = next(
-            (names[int(j)] for j in idx[::-1] if names[int(j)][0] is not None), (key, None, None)
-        )
+        name, short, cat = _newest_name(grp, keep, key)
         out.append({
             "series": series, "metric": metric, "key": key, "name": name, "short_name": short,
             "category": cat, "run_id": ids[first], "index": c.index, "runs": len(x),
@@ -190,6 +187,18 @@ def _one(
             "provisional": c.provisional, "prev_run_id": ids[int(idx[c.index - 1])],
         })  # fmt: skip
     return out
+
+
+def _newest_name(
+    grp: pl.DataFrame, keep: NDArray[np.bool_], key: str
+) -> tuple[str | None, str | None, str | None]:
+    """The name, short name and category the key had in the newest run of the series that
+    has a value and a name (``(key, None, None)`` without one)."""
+    named = grp.filter(pl.col("name").is_not_null() & pl.Series(keep[grp["_pos"].to_numpy()]))
+    if named.is_empty():
+        return key, None, None
+    row = named.sort("_pos").row(-1, named=True)
+    return row["name"], row["short_name"], row["category"]
 
 
 def group_changes(
