@@ -2,7 +2,8 @@
 
 Starts ``tracewh mcp -w WAREHOUSE`` as a subprocess, talks to it with the MCP SDK's stdio
 client and walks the "investigate a regression" path an agent follows: ``check`` ->
-``changes`` -> ``diff`` -> ``kernels``, each call chosen from the previous result. Run it on
+``changes`` -> ``diff`` -> ``kernels`` -> ``critical_path``, each call chosen from the
+previous result. Run it on
 the ``make demo`` warehouse::
 
     make demo && .venv/bin/python examples/mcp_session.py ./warehouse
@@ -94,6 +95,9 @@ async def main(warehouse: str) -> None:
 
         print("### 4. How much of the GPU time do those kernels take now?\n")
         await _call(s, "kernels", {"run": since, "group_by": "short_name", "top": 5})
+
+        print("### 5. What bounds that run's steps now? (the critical path)\n")
+        await _call(s, "critical_path", {"run": since, "by": "step", "top": 3})
 
 
 if __name__ == "__main__":
