@@ -94,7 +94,7 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
     )
     layers: list[Any] = [dots]
     if not lines.is_empty():
-        ends = lines.group_by("roof").agg(pl.col("intensity").max(), pl.col("tflops_per_s").max())
+        ends = lines.group_by("roof", maintain_order=True).agg(pl.col("intensity").max(), pl.col("tflops_per_s").max())
         ends = ends.with_columns((pl.col("roof") + " " + pl.col("tflops_per_s").round(1).cast(pl.String)).alias("label"))
         layers.append(Chart(values(ends)).mark_text(align="right", dy=-7, fontSize=11, color="#333")
                       .encode(x=x, y=y, text="label:N"))

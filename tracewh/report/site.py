@@ -8,6 +8,10 @@ Layout of the output folder::
     diff.html             the two newest runs compared (from Warehouse.diff where it exists)
     assets/vega.js        Vega + Vega-Lite + vega-embed (from vl-convert; no CDN)
 
+A site written there before is rebuilt only where it changed: a run page whose inputs did
+not change is kept as it was (:mod:`tracewh.report.sitecache`, which records each page's
+key in ``.tracewh-site.json``).
+
 Pages load ``assets/vega.js`` with a classic ``<script src>`` (works from
 ``file://``); each chart's spec sits inline in the page.
 """
@@ -33,6 +37,7 @@ from tracewh.report.sections import (
     run_sections,
     summary_table,
 )
+from tracewh.report.sitecache import SiteCache, code_digest, page_key
 from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
 from tracewh.report.tables import Section
 from tracewh.report.trends import collect_history, history_window
@@ -89,12 +94,18 @@ def _build_site(
     wh: WarehouseLike, out: str | Path, *, runs: list[str] | None, limit: int, since: str | None,
     threshold_ns: int,
 ) -> SiteResult:
-    every = wh.runs()["run_id"].to_list()
+    table = wh.runs()
+    every = table["run_id"].to_list()
     run_ids = list(dict.fromkeys(wh.resolve_run(s).run_id for s in runs)) if runs else every[:limit]
     folder = Path(out)
     n_charts = 0
     rows: list[dict[str, Any]] = []
+    # a site written before: the run pages whose inputs did not change are kept (sitecache)
+    cache = SiteCache.load(folder)
+    code = code_digest()
+    keys = {r: page_key(table, r, code=code, options={"threshold_ns": threshold_ns}) for r in run_ids}
     with output_dir(folder, kind="site") as tmp, ThreadPoolExecutor(PAGE_WORKERS, thread_name_prefix="tracewh-page") as pool:
+        kept = {r: e for r in run_ids if (e := cache.reuse(f"run-{r}.html", keys[r], tmp)) is not None}
         # the history's queries and the run pages', side by side (DuckDB runs outside the
         # GIL; in a session each thread queries on a connection of its own)
         # one history per workload (newest run of each, at most HISTORY_WORKLOADS): runs of
@@ -103,14 +114,22 @@ def _build_site(
         windows = [history_window(wh, since, run=r) for r in heads]  # from the latest run
         hists = [pool.submit(collect_history, wh, since=first, run=r, window_note=note)
                  for r, (first, note) in zip(heads, windows, strict=True)]
-        built = pool.map(lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns), run_ids)
+        todo = [r for r in run_ids if r not in kept]
+        built = dict(zip(todo, pool.map(
+            lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns), todo), strict=True))
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
+        cache.keep_if_same(BUNDLE, tmp)
         pages: list[Path] = []
-        for run_id, (text, n, row) in zip(run_ids, built, strict=True):
-            n_charts += n
+        for run_id in run_ids:
             name = f"run-{run_id}.html"
-            (tmp / name).write_text(text, encoding="utf-8")
+            if run_id in kept:
+                n, row = int(kept[run_id]["charts"]), dict(kept[run_id]["row"])
+            else:
+                text, n, row = built[run_id]
+                (tmp / name).write_text(text, encoding="utf-8")
+                cache.record(name, keys[run_id], tmp, charts=n, row=row)
+            n_charts += n
             pages.append(tmp / name)
             rows.append(row)
         body = [_nav(), "<h1>History</h1>"]
@@ -133,6 +152,9 @@ def _build_site(
         n_charts += sum(1 for r in rows if r["spark"] is not None)
         (tmp / "index.html").write_text(_index(rows, total=len(every)), encoding="utf-8")
         pages += [tmp / "index.html", tmp / "history.html", tmp / "diff.html"]
+        for name in ("index.html", "history.html", "diff.html"):
+            cache.keep_if_same(name, tmp)
+        cache.write(tmp)
     final = [folder.absolute() / p.relative_to(tmp) for p in pages]
     return SiteResult(folder.absolute(), final, n_charts)
 

@@ -164,10 +164,11 @@ def info() -> SchemaInfo:
 
     Derived from :mod:`tracewh.schema.arrow` where that is imported already (so what a
     process declares, or a test patches in, is what is written), else read from the
-    JSON cache (built, importing the schema, on first use).
+    JSON cache (built, importing the schema, on first use). A module another thread is
+    still importing counts as not imported (its names may not be defined yet).
     """
     schema = sys.modules.get("tracewh.schema.arrow")
-    if schema is None:
+    if schema is None or getattr(getattr(schema, "__spec__", None), "_initializing", False):
         return _cached()
     key = (schema.SCHEMA_KEY, tuple((n, id(t)) for n, t in schema.TABLES.items()),
            tuple((n, tuple(c)) for n, c in schema.ADDED_COLUMNS.items()))
