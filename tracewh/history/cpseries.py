@@ -14,11 +14,11 @@ improvement (the GPU is what holds the step), a rise of any other share the regr
 
 Why on demand and not stored at ingest (``run_series``, :mod:`tracewh.history.runseries`):
 a run's critical path is an event graph built and walked in Python per step, not one SQL
-pass over its tables. On the shared traces a run's whole path took about half to three
-quarters of the time of its ingest (figures in ``docs/concepts/history.md``): stored at
-ingest, it would slow every ingest down by that much for a series only some users ask
-for; computed when asked, it costs only those who ask (runs x steps paths; ``MAX_STEPS``
-bounds the steps).
+pass over its tables. On the shared traces a run's series values took 25-90% of the time
+of its ingest (``python -m bench.bench_cp_series``; figures in ``docs/concepts/history.md``):
+stored at ingest, they would slow every ingest down by that much for a series only some
+users ask for; computed when asked, they cost only those who ask (runs x steps paths;
+``MAX_STEPS`` bounds the steps).
 """
 
 from __future__ import annotations
