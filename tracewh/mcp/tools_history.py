@@ -124,8 +124,9 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
         Series: step time, GPU idle fraction, each kernel category, kernel key and top-level
         module (ms per step), per workload, device and rank. One row per change: metric, key,
         name, run_id and day where it started, commit, before/after (ms per step; idle: a
-        fraction; memory: bytes; op: TFLOP/s), unit, change_pct, p_value, noise_pct,
-        runs_before/runs_after, group (changes starting together), workload, rank. Next:
+        fraction; memory: bytes; op: TFLOP/s; critical_path: the share 0-1), unit, change_pct,
+        p_value, noise_pct, runs_before/runs_after, group (changes starting together),
+        workload, rank. Next:
         `diff` between a run before and the run where it started, then `kernels`.
         """
         from tracewh.history import parse_threshold
