@@ -24,6 +24,7 @@ Two writers, one definition:
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 
 #: DuckDB memory of the ingest's series query (it spills beyond, into a private folder).
 WRITE_MEMORY_LIMIT = "256MB"
+
+#: Below this many bytes of the runs' child files, the series query runs on one DuckDB thread
+#: (a small run's rows take milliseconds; a second thread's buffers raised the ingest's peak).
+SMALL_INPUT_BYTES = 64 << 20
 
 #: The visible runs with no ``run_series`` row (ingested before the table, or alone on an
 #: object store), with their day: what ``tracewh migrate`` computes.
@@ -103,6 +108,8 @@ def write_series(
     try:
         con.execute("SET temp_directory = ?", [tmp])
         con.execute("SET memory_limit = ?", [WRITE_MEMORY_LIMIT])
+        if _bytes(files) < SMALL_INPUT_BYTES:  # DuckDB's per-thread buffers: ~10 MB of peak
+            con.execute("SET threads = 1")
         shadow_files(con, {name: list(paths) for name, paths in files.items() if name != "runs"})
         con.execute(f"CREATE OR REPLACE TEMP TABLE raw_runs ({spec.column_defs()})")
         con.executemany(f"INSERT INTO temp.raw_runs VALUES ({', '.join('?' for _ in cols)})",
@@ -127,6 +134,18 @@ def write_series(
     if not counts:
         out.unlink(missing_ok=True)
     return counts
+
+
+def _bytes(files: Mapping[str, Sequence[str]]) -> int:
+    """The total size of ``files`` (a file that cannot be read counts as large)."""
+    total = 0
+    for paths in files.values():
+        for path in paths:
+            try:
+                total += os.path.getsize(path)
+            except OSError:
+                return SMALL_INPUT_BYTES
+    return total
 
 
 def missing_runs(src: Any) -> list[tuple[str, date]]:
@@ -191,6 +210,7 @@ def series_of(src: Any, chunk: Sequence[tuple[str, date]]) -> pl.DataFrame:
 
 __all__ = [
     "MISSING_SQL",
+    "SMALL_INPUT_BYTES",
     "WRITE_MEMORY_LIMIT",
     "MigrateReport",
     "day_chunks",
