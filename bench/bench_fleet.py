@@ -4,7 +4,7 @@ The warehouses (``bench/fleet_build.py``: 3 workloads x 2 ranks a night, 4 injec
 regressions) are built once under ``--root`` (default ``/work/data-fleet``, else
 ``data/bench/fleet``) and reused. Then, per size, interleaved (each round runs every command
 at every size before the next round, so a change of load on a shared machine hits all sizes
-alike; medians of ``--rounds``):
+alike; medians of ``--rounds``, after one unmeasured pass at the smallest size):
 
 * whole processes (``bench/measure.py``: wall seconds, peak RSS of the biggest process):
   ``tracewh changes --since all``, ``check``, ``report``, ``history --kernel flash_fwd``,
@@ -23,6 +23,12 @@ alike; medians of ``--rounds``):
 * precision of ``changes``: each injected regression must come out as exactly one group
   whose run is within a night of its injection, and no other group may exist.
 
+With ``--compacted``, each warehouse is first copied to ``ROOT/wh-N-compacted`` and
+compacted there by ``tracewh compact --retain-hours 0`` (the small files of each table
+merged per day, each log checkpointed; timed once, the copy is reused). ``--baseline PATH``
+measures a second ``tracewh`` executable beside this one (rows ``... (baseline)``, same
+rounds, same warehouses): the figures before a change, side by side.
+
 With ``--migrated``, each warehouse is first copied to ``ROOT/wh-N-migrated`` and brought up
 to date there by ``tracewh migrate`` (timed once; the copy is reused): the warehouses are
 built by whichever tracewh ran the build (an older one: "existing warehouses"), and the
@@ -31,7 +37,8 @@ measures another installation's ``tracewh`` (e.g. ``/work/main/.venv/bin/tracewh
 figures before a change), side by side with the same bare scan.
 
 ``python -m bench.bench_fleet [--sizes 300,3000] [--rounds 3] [--root DIR] [--migrated]
-[--tracewh PATH] [--no-process] [--no-plans] [--no-precision]``
+[--compacted] [--tracewh PATH] [--baseline PATH] [--no-process] [--no-plans]
+[--no-precision]``
 """
 
 from __future__ import annotations
@@ -84,15 +91,19 @@ def _root(arg: str | None) -> Path:
 
 def commands(wh: Path, out: Path) -> dict[str, list[str]]:
     w = ["-w", str(wh)]
-    TRACEWH = _EXE["tracewh"]
-    return {
-        "changes": [TRACEWH, "changes", "--since", "all", *w, "--format", "json"],
-        "check": [TRACEWH, "check", *w],
-        "report": [TRACEWH, "report", *w, "-o", str(out)],
-        "history": [TRACEWH, "history", "--kernel", "flash_fwd", "--since", "all", *w],
-        "runs": [TRACEWH, "runs", *w],
-        "bare scan": [sys.executable, "-c", BARE, str(wh)],
-    }
+    cmds: dict[str, list[str]] = {}
+    for tag, exe in (("", _EXE["tracewh"]), (" (baseline)", _EXE.get("baseline", ""))):
+        if not exe:
+            continue
+        cmds.update({
+            f"changes{tag}": [exe, "changes", "--since", "all", *w, "--format", "json"],
+            f"check{tag}": [exe, "check", *w],
+            f"report{tag}": [exe, "report", *w, "-o", f"{out}{tag.strip(' ()')}"],
+            f"history{tag}": [exe, "history", "--kernel", "flash_fwd", "--since", "all", *w],
+            f"runs{tag}": [exe, "runs", *w],
+        })  # fmt: skip
+    cmds["bare scan"] = [sys.executable, "-c", BARE, str(wh)]
+    return cmds
 
 
 def measure(cmd: list[str]) -> dict[str, Any]:
@@ -108,6 +119,10 @@ def processes(whs: dict[int, Path], rounds: int) -> None:
     """Every command at every size, ``rounds`` interleaved rounds; a table of medians."""
     got: dict[tuple[str, int], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="tracewh-bench-fleet-") as tmp:
+        # one unmeasured pass at the smallest size: byte-compiled modules and the prepared
+        # catalog are cached once per installation, not per warehouse
+        for cmd in commands(whs[min(whs)], Path(tmp) / "warmup").values():
+            measure(cmd)
         for r in range(rounds):
             order = sorted(whs) if r % 2 == 0 else sorted(whs, reverse=True)
             for n in order:
@@ -215,6 +230,26 @@ def precision(wh: Path, n_runs: int) -> bool:
     return ok
 
 
+def compacted(wh: Path) -> Path:
+    """``wh`` copied to ``<wh>-compacted`` and compacted by ``tracewh compact`` (once; timed):
+    each table's small files merged per day partition, superseded files removed, each log
+    checkpointed."""
+    import shutil
+
+    out = wh.with_name(f"{wh.name}-compacted")
+    done = out / "COMPACTED"
+    if not done.exists():
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(wh, out)
+        got = measure([TRACEWH, "compact", "--retain-hours", "0", "-w", str(out)])
+        done.write_text(json.dumps(got) + "\n")
+    got = json.loads(done.read_text())
+    print(f"  {out.name}: tracewh compact took {got['seconds']:.1f} s, peak RSS "
+          f"{got['rss_mb']:.0f} MB")  # fmt: skip
+    return out
+
+
 def migrated(root: Path, wh: Path) -> Path:
     """``wh`` copied to ``<wh>-migrated`` and migrated by this tracewh (once; timed)."""
     import shutil
@@ -242,14 +277,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--no-plans", action="store_true")
     ap.add_argument("--no-precision", action="store_true")
     ap.add_argument("--migrated", action="store_true")
+    ap.add_argument("--compacted", action="store_true")
     ap.add_argument("--tracewh", default=TRACEWH)
+    ap.add_argument("--baseline", default="")
     args = ap.parse_args(list(argv) if argv is not None else [])
     root = _root(args.root)
     root.mkdir(parents=True, exist_ok=True)
     _EXE["tracewh"] = args.tracewh
+    _EXE["baseline"] = args.baseline
     whs = {n: build(root, n) for n in (int(s) for s in args.sizes.split(","))}
     if args.migrated:
         whs = {n: migrated(root, wh) for n, wh in whs.items()}
+    if args.compacted:
+        whs = {n: compacted(wh) for n, wh in whs.items()}
     print(f"warehouses: {', '.join(str(p) for p in whs.values())}; injected: "
           + "; ".join(f"{r.model} {r.pattern} +{r.factor:.0%} at {r.at:.0%}" for r in REGRESSIONS))
     ok = True
