@@ -102,8 +102,13 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
         layers.append(m.mark_rule(strokeDash=[4, 3], color="#555").encode(x="x:T"))
         layers.append(m.mark_text(align="left", dx=3, dy=-4, fontSize=10, color="#555").encode(
             x="x:T", y=alt.value(8), text="label:N"))
+    # the axis is zoomed to the values (zero=False): say so on the chart, so that a 1% step
+    # does not read as a cliff
+    low = df["ms"].min()
+    zoomed = isinstance(low, int | float) and low > 0
     notes = [n for n in ("red rings: runs in the regression" if flagged else None,
-                         "dashed: change points (alert group)" if marked else None) if n]
+                         "dashed: change points (alert group)" if marked else None,
+                         "y axis not zero-based" if zoomed else None) if n]
     return alt.layer(*layers).properties(
         title=chart_title(title, "; ".join(notes) or None), width=WIDTH - 160
     )
