@@ -64,6 +64,14 @@ class Connections:
         # (opening and closing one is ~40 ms of an analysis call); see `conn(reuse=True)`
         self._idle: duckdb.DuckDBPyConnection | None = None
         self._idle_lock = threading.Lock()
+        self._tables: list[TableInfo] | None = None  # see tables_of
+
+    def tables_of(self, con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
+        """The catalog's tables (:func:`~tracewh.query.db.catalog_tables`), read from the first
+        connection asked: every connection of this object opens the same prepared catalog."""
+        if self._tables is None:
+            self._tables = catalog_tables(con)
+        return list(self._tables)
 
     def _catalog(self) -> duckdb.DuckDBPyConnection:
         """A catalog connection under the memory limit, spilling into a private folder."""
@@ -98,7 +106,7 @@ class Connections:
         try:
             # a compact --retain-hours 0 keeps the files of this snapshot while it is read
             stack.enter_context(self.store.reading())
-            tables = catalog_tables(con)
+            tables = self.tables_of(con)
             partial = self.store.require(
                 tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
             )
@@ -168,7 +176,7 @@ class Connections:
                 reused, self._idle = self._idle, None
         con = reused or (self._catalog() if pinned is None or own else self._session_con(pinned))
         try:
-            tables = pinned.tables if pinned is not None else catalog_tables(con)
+            tables = pinned.tables if pinned is not None else self.tables_of(con)
             names = {only} if isinstance(only, str) else None if only is None else set(only)
             wanted = tables if names is None else [t for t in tables if t[0] in names]
             partial = self._partial(con, tables)

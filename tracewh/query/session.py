@@ -21,7 +21,6 @@ import duckdb
 
 from tracewh.query import macros
 from tracewh.query.connections import Connections
-from tracewh.query.db import catalog_tables
 from tracewh.query.fetch import Kind, fetch_as
 from tracewh.query.macros import macro_sql
 from tracewh.query.pinned import Pinned
@@ -76,7 +75,7 @@ class Session(Connections):
         """
         with self.conn(only="runs", reuse=True) as con:
             ref = resolve(con, run, root=self.store.root)
-            tables = [t for t in catalog_tables(con) if t[0] != "runs"]
+            tables = [t for t in self.tables_of(con) if t[0] != "runs"]
             days = {ref.day}
             if graphs:  # a replay's captures may be on another day than the replay
                 days |= {r[0] for r in con.execute(
@@ -86,7 +85,7 @@ class Session(Connections):
             files = self.snapshot(tables, days=days, since=None)
             # reset: a connection kept from a previous call (or the session's) has views
             # of other files; every table is pointed at this snapshot
-            self._shadow(con, files, reset=True, partial=self._partial(con, catalog_tables(con)))
+            self._shadow(con, files, reset=True, partial=self._partial(con, self.tables_of(con)))
             yield con, ref
 
     def fetch(
