@@ -139,10 +139,14 @@ class _Tracewh(typer.Typer):
             return super().__call__(*args, **kwargs)
         every = self.registered_commands
         self.registered_commands = only
-        try:
-            return super().__call__(*args, **kwargs)
+        try:  # the command is built with the others out of sight, then they are back
+            command = typer.main.get_command(self)
         finally:
             self.registered_commands = every
+        # as Typer's own __call__ (its pretty tracebacks are off: nothing else to set up)
+        if sys.excepthook != typer.main.except_hook:
+            sys.excepthook = typer.main.except_hook
+        return command(*args, **kwargs)
 
 
 app = _Tracewh(
