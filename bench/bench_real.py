@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
         if "big" in only:
             big([s.strip() for s in ns.sizes.split(",") if s.strip()], r or 1)
         if "nightly" in only:
-            nightly(r or 3)
+            nightly(r or 1)
         if "files" in only:
             files(r or 1)
         if "report" in only:

@@ -137,6 +137,48 @@ def test_grouped_rows_equal_one_by_one(
         assert _rows(grouped, table) == _rows(alone, table), table
 
 
+#: Medium real traces (40k-110k events): the nightly folder's biggest members (NCCL kernels,
+#: memcpy/memset and instants, epoch-based decimal timestamps, the python_function module
+#: tree), grouped here with the group's limits raised (a group of them measured no faster
+#: than each alone with two processes: docs/performance.md, "Nightly folders").
+MEDIUM = (
+    "nccl_parser_config__nccl_data.json.gz",
+    "negative_queue_length_values_check__rank0.json.gz",
+    "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "tracelens__h100__timesformer-base-k400.json.gz",
+)
+
+
+@pytest.mark.slow
+def test_grouped_medium_traces_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Medium traces written in one group give the rows each gives alone (every table)."""
+    shared = _shared()
+    if shared is None:
+        pytest.skip("../shared/traces is absent")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in (*MEDIUM, "trace_compare__base__base.json.gz"):
+        shutil.copy(shared / name, folder / name)
+    sizes: list[int] = []
+    real = group_mod.TinyGroup._together
+
+    def spy(self: group_mod.TinyGroup, members: list[group_mod.Member]) -> Any:
+        sizes.append(len(members))
+        return real(self, members)
+
+    monkeypatch.setattr(group_mod.TinyGroup, "_together", spy)
+    monkeypatch.setattr(group_mod, "TINY_EVENTS", 150_000)
+    monkeypatch.setattr(group_mod, "GROUP_EVENTS", 400_000)
+    want = _ingest(tmp_path / "alone", folder, IngestOptions(group_tiny=False))
+    got = _ingest(tmp_path / "grouped", folder, IngestOptions())
+    assert sum(sizes) == len(MEDIUM) + 1, sizes  # every one of them was grouped
+    assert got == want
+    for table in TABLES:
+        assert _rows(tmp_path / "grouped", table) == _rows(tmp_path / "alone", table), table
+
+
 def test_a_failing_group_falls_back_to_one_by_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
