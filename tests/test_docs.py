@@ -111,3 +111,15 @@ def test_files_the_pages_name_exist() -> None:
             if re.search(r"[A-Z]{2}", rel):  # a pattern such as sql/NN_name.sql
                 continue
             assert (ROOT / rel).is_file(), f"{page.relative_to(ROOT)} names {rel}, which does not exist"
+
+
+def test_changelog_sections_once_each_in_keep_a_changelog_order() -> None:
+    text = (ROOT / "docs" / "changelog.md").read_text(encoding="utf-8")
+    order = ["Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"]
+    for release in re.split(r"^## ", text, flags=re.M)[1:]:
+        heads = re.findall(r"^### (\w+)$", release, flags=re.M)
+        assert len(heads) == len(set(heads)), (release.splitlines()[0], heads)
+        assert heads == sorted(heads, key=order.index), (release.splitlines()[0], heads)
+    unreleased = text.split("\n## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    fixed = unreleased.split("### Fixed", 1)[1].split("\n### ", 1)[0]
+    assert "`tracewh mcp`" not in fixed.split("\n- ")[0] and "\n- `tracewh mcp`" not in fixed
