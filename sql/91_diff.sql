@@ -96,8 +96,9 @@ g0 AS (
 ),
 g1 AS (
     SELECT run_id, gkey, arg_max(group_name, total_ns) AS group_name,
-           arg_max(category, total_ns) AS category, sum(calls) AS calls,
-           sum(kernels) AS kernels,
+           arg_max(category, total_ns) AS category,
+           -- sum() of BIGINT is a HUGEINT, which JSON output would write as a string
+           CAST(sum(calls) AS BIGINT) AS calls, CAST(sum(kernels) AS BIGINT) AS kernels,
            sum(calls_per_step) AS calls_per_step, sum(time_per_step_ns) AS time_per_step_ns,
            sum(total_ns) / nullif(sum(calls), 0) AS mean_ns
     FROM g0

@@ -168,6 +168,23 @@ def test_diff_by_op_compares_across_hardware(wh: dict[str, Any]) -> None:
     assert {g["status"] for g in kernels["groups"]} == {"added", "removed"}
 
 
+def test_diff_json_counts_are_integers(wh: dict[str, Any]) -> None:
+    # sum() of BIGINT counts is a HUGEINT in DuckDB, which the JSON document wrote as a string
+    for level in ("kernel", "short_name", "category", "op"):
+        res = _invoke(["diff", "hw=h100", "hw=mi300", "--level", level, "-w", wh["w"], "--format", "json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["groups"], level
+        for g in doc["groups"]:
+            for col in ("calls_a", "calls_b", "kernels_a", "kernels_b"):
+                assert type(g[col]) is int, (level, col, g[col])
+            for col, v in g.items():
+                if col not in ("name", "category", "status", "kernel_key"):
+                    assert v is None or type(v) in (int, float), (level, col, v)
+        for r in doc["runs"]:
+            assert all(r[c] is None or type(r[c]) in (int, float) for c in ("value_a", "value_b", "delta", "ratio"))
+
+
 def test_wrong_case_category_says_what_exists(wh: dict[str, Any]) -> None:
     res = _invoke(["kernels", "-w", wh["w"], "--run", "hw=h100", "--cat", "Kernel"])
     assert res.exit_code == 0
