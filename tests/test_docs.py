@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
@@ -123,3 +124,29 @@ def test_changelog_sections_once_each_in_keep_a_changelog_order() -> None:
     unreleased = text.split("\n## [Unreleased]", 1)[1].split("\n## [", 1)[0]
     fixed = unreleased.split("### Fixed", 1)[1].split("\n### ", 1)[0]
     assert "`tracewh mcp`" not in fixed.split("\n- ")[0] and "\n- `tracewh mcp`" not in fixed
+
+
+def test_readme_and_index_link_the_mcp_how_to_and_security() -> None:
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    for target in ("how-to/mcp.md", "security.md"):
+        assert f"](docs/{target})" in README, target
+        assert f"]({target})" in index, target
+
+
+@pytest.mark.slow
+def test_quoted_check_output_is_what_the_demo_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README's `check` excerpt and the regression-gate how-to quote real lines of the demo's check."""
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    synth = ["synth", "demo", "--runs", "14", "--ranks", "2", "--start", "2025-01-01", "--steps", "4",
+             "--seed", "7", "--regress", "flash_fwd:+30%@2025-01-13"]  # fmt: skip
+    assert runner.invoke(app, synth).exit_code == 0
+    assert runner.invoke(app, ["ingest", "demo", "--jobs", "1"]).exit_code == 0
+    res = runner.invoke(app, ["check"], terminal_width=1000)
+    assert res.exit_code == 1, res.output
+    printed = {line.strip() for line in res.output.splitlines()}
+    gate = (DOCS / "how-to" / "regression-gate.md").read_text(encoding="utf-8")
+    quoted = [line.strip().lstrip("#").strip() for line in (README + gate).splitlines() if "since run " in line]
+    assert len(quoted) >= 3
+    for line in quoted:
+        assert line in printed, line
