@@ -72,8 +72,19 @@ def _collectives(events: list[dict[str, Any]]) -> list[tuple[int, Collective]]:
     return out
 
 
-def make_job(traces: Path, out: Path) -> list[Path]:
-    """Write the 4 ranks' traces into ``out``; their paths, rank order."""
+#: ``make_job(relabel=KINDS)``: "Collective name" and out/in elements of the i-th collective
+#: (i mod 3): an all-gather's output is the group's inputs, a reduce-scatter's one share of its
+#: input, an all-to-all's as large as its input (as PyTorch's record_param_comms writes them)
+KINDS = (("_allgather_base", "all_gather", WORLD, 1), ("reduce_scatter_tensor", "reduce_scatter", 1, WORLD),
+         ("all_to_all", "all_to_all", 1, 1))  # fmt: skip
+
+
+def make_job(traces: Path, out: Path, relabel: tuple[tuple[str, str, int, int], ...] = ()) -> list[Path]:
+    """Write the 4 ranks' traces into ``out``; their paths, rank order.
+
+    ``relabel``: (collective name, kind, out multiplier, out divisor) given to the i-th
+    collective by i mod its length (:data:`KINDS`); empty: the source's own.
+    """
     with gzip.open(traces / SOURCE, "rt", encoding="utf-8") as f:
         doc = json.load(f)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,6 +104,10 @@ def make_job(traces: Path, out: Path) -> list[Path]:
                 a["Group size"] = WORLD
         for seq, (i, c) in enumerate(_collectives(events)):
             e = events[i]
+            if relabel:
+                name, _, mul, div = relabel[seq % len(relabel)]
+                e["args"]["Collective name"] = name
+                e["args"]["Out msg nelems"] = c.in_nelems * mul // div
             late = delay_ns(seq)
             start = c.t_ns + (late if rank == LATE_RANK else OFFSETS_NS[rank])
             end = c.t_ns + late + c.dur_ns

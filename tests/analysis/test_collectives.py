@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from helpers_collectives import LATE_RANK, WORLD, expected, make_job
+from helpers_collectives import KINDS, LATE_RANK, WORLD, constructed, expected, make_job
 from typer.testing import CliRunner
 
 from tracewh.api import Warehouse
@@ -160,3 +160,29 @@ def test_stragglers_arrival_view_and_alert(job: tuple[Path, Path], shared_traces
     res = CliRunner().invoke(app, ["ranks", "-w", str(wh), "--view", "stragglers"])
     assert res.exit_code == 0, res.output
     assert f"alert: rank {LATE_RANK} arrived last at most collectives of 3 step(s) (4, 5, 6): 21 of 21" in res.output
+
+
+def test_busbw_factors_of_all_gather_reduce_scatter_all_to_all(shared_traces: Path, tmp_path: Path) -> None:
+    """nccl-tests' bus bandwidth: algbw x (n-1)/n for these three (all-reduce: 2(n-1)/n), where
+    algbw divides the all-gather's output bytes (n x its input) and the others' input bytes."""
+    make_job(shared_traces, tmp_path / "job", relabel=KINDS)
+    wh = Warehouse(tmp_path / "wh")
+    assert not wh.ingest([tmp_path / "job"], jobs=1).failed
+    rows = wh.sql("SELECT * FROM collective_matches((SELECT list(run_id) FROM runs))").to_dicts()
+    got = {g["seq"]: g for g in rows}
+    cli = {g["seq"]: g for g in _cli("collectives", "-w", str(wh.root), "--format", "json", "--top", "0")}
+    assert {k: (g["collective"], g["busbw_gbps"]) for k, g in cli.items()} == {
+        k: (g["collective"], g["busbw_gbps"]) for k, g in got.items()}
+    n = WORLD
+    seen = set()
+    for c in constructed(shared_traces):
+        _, kind, mul, _ = KINDS[c.seq % len(KINDS)]
+        g = got[c.seq]
+        assert g["collective"] == kind and g["group_size"] == n and g["comm_ns"] == c.dur_ns, g
+        bw_bytes = c.msg_bytes * mul  # all-gather: the output, n inputs; else the input
+        assert g["bw_bytes"] == bw_bytes, g
+        assert g["algbw_gbps"] == pytest.approx(bw_bytes / c.dur_ns, rel=1e-9)
+        assert g["busbw_factor"] == pytest.approx((n - 1) / n, rel=1e-12)
+        assert g["busbw_gbps"] == pytest.approx(bw_bytes / c.dur_ns * (n - 1) / n, rel=1e-9)
+        seen.add(kind)
+    assert seen == {"all_gather", "reduce_scatter", "all_to_all"}
