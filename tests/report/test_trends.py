@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -63,3 +64,27 @@ def test_report_since_says_what_it_left_out(nights: Path, tmp_path: Path) -> Non
     # `changes` over the same window says the same count the same way
     ch = CliRunner().invoke(app, ["changes", "-w", str(nights), "--since", "2d"])
     assert "left out: 3 run(s) before 2025-01-04" in ch.output and "--since all" in ch.output
+
+
+def test_regressions_are_flagged_on_every_rank(tmp_path: Path) -> None:
+    """Issue 30: a kernel regression of both ranks is flagged on both in the change group's
+    trend, each rank from its own first slow night on (the report of rank 0's run)."""
+    from tracewh.synth import Regression
+
+    slow = START + dt.timedelta(days=5)
+    write_history(tmp_path / "traces", SynthConfig(steps=2, layers=1, ranks=2, model="demo", seed=4),
+                  runs=7, start=START, regressions=[Regression("flash_fwd", 0.4, slow)])  # fmt: skip
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([tmp_path / "traces"], jobs=1).ok
+    runs = wh.runs()
+    rank0 = runs.filter(pl.col("rank") == 0).sort("start_ns")["run_id"][-1]
+    trends = collect_history(wh, since=None, run=rank0)
+    assert trends is not None
+    group = [t for t in trends if t.title.startswith("Change group")]
+    assert group, [t.title for t in trends]
+    frame = group[0].frame
+    assert set(frame["rank"].to_list()) == {0, 1}
+    for rank in (0, 1):
+        mine = frame.filter(pl.col("rank") == rank).sort("time")
+        want = [t.date() >= slow for t in mine["time"].to_list()]
+        assert mine["regression"].to_list() == want, (rank, mine)
