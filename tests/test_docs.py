@@ -150,3 +150,12 @@ def test_quoted_check_output_is_what_the_demo_prints(tmp_path: Path, monkeypatch
     assert len(quoted) >= 3
     for line in quoted:
         assert line in printed, line
+
+
+def test_hta_parity_count_is_the_bench_traces() -> None:
+    bench = (ROOT / "bench" / "bench_critical_path.py").read_text(encoding="utf-8")
+    listed = re.search(r"^TRACES = \((.*?)^\)", bench, re.M | re.S)
+    assert listed
+    n = len(re.findall(r'"[^"]+\.json(?:\.gz)?"', listed.group(1)))
+    page = " ".join((DOCS / "concepts" / "collectives.md").read_text(encoding="utf-8").split())
+    assert f"agree exactly on {n - 1} of the {n} shared traces" in page, n
