@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from helpers_ingest import delta_arrow
 
+from tracewh.core.errors import TraceFormatError
 from tracewh.ingest.parts import decompressed_size, stage_file
 from tracewh.ingest.pipeline import IngestOptions, ingest_file
 from tracewh.ingest.shred import stager_for
@@ -113,3 +114,33 @@ def test_split_errors_are_the_sequential_ones(tmp_path: Path, synth_trace: Path)
     par = ingest_file(store, bad, IngestOptions(parts=2, min_split_bytes=1))
     assert seq.outcome == par.outcome == "failed"
     assert seq.error == par.error and "event #" in (seq.error or "")
+
+
+def test_a_later_part_parses_the_whole_document_again_only_for_a_second_key(
+    tmp_path: Path, synth_trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later part decompresses the bytes before its start (the header's key among them):
+    that key alone never makes it parse the whole file again; a second key in its share does."""
+    from tracewh.ingest import reader
+    from tracewh.ingest.shred import stage_part
+
+    calls: list[Path] = []
+    real = reader.duplicate_events_keys
+
+    def counting(path: Path) -> int:
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(reader, "duplicate_events_keys", counting)
+    data = gzip.decompress(synth_trace.read_bytes())
+    start = data.index(b"},", len(data) // 2) + 1
+    (tmp_path / "p1").mkdir()
+    r = stage_part(synth_trace, tmp_path / "p1", stager=stager_for(True), part=1, start_at=start)
+    assert r.events > 0 and r.error is None and calls == []
+    doubled = tmp_path / "doubled.json"  # a second top-level key after the events
+    end = data.rindex(b"}")
+    doubled.write_bytes(data[:end] + b', "traceEvents": []' + data[end:])
+    (tmp_path / "p2").mkdir()
+    with pytest.raises(TraceFormatError, match="top-level traceEvents arrays"):
+        stage_part(doubled, tmp_path / "p2", stager=stager_for(False), part=1, start_at=start)
+    assert calls == [doubled]
