@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChangesResult", "DiffResult", "HistoryResult", "RanksResult", "changes", "check_document",
-    "critical_path_document", "critical_path_edges", "diff", "graph_runs_note", "history", "json_ready", "json_rows", "json_text", "ranks",
+    "check_runs_note", "critical_path_document", "critical_path_edges", "diff", "graph_runs_note", "history", "json_ready", "json_rows", "json_text", "ranks",
 ]  # fmt: skip
 
 
@@ -307,9 +307,24 @@ def critical_path_edges(path: CriticalPath) -> pl.DataFrame:
     return path.edges.with_row_index("position").sort("dur_ns", descending=True)
 
 
+def check_runs_note(wh: Warehouse, report: CheckReport) -> str | None:
+    """:func:`graph_runs_note` for ``check --op``: over the runs of the checked runs' workloads
+    up to the latest checked run (the histories its baselines come from)."""
+    import polars as pl
+
+    runs = wh.runs()
+    mine = {c.run_id for c in report.checked}
+    workloads = {c.workload for c in report.checked if c.workload is not None}
+    if not {"workload", "start_ns"} <= set(runs.columns) or not workloads:
+        return graph_runs_note(wh, sorted(mine))
+    until = runs.filter(pl.col("run_id").is_in(mine))["start_ns"].max()
+    ids = runs.filter(pl.col("workload").is_in(workloads) & (pl.col("start_ns") <= until))["run_id"]
+    return graph_runs_note(wh, ids.to_list())
+
+
 def graph_runs_note(wh: Warehouse, run_ids: list[str]) -> str | None:
     """The line for rows over many runs whose operators may come from graph captures
-    (``history --op``): how many of the runs replay graphs, and the lowest match quality
+    (``history --op``, ``changes --op``, ``check --op``): how many of the runs replay graphs, and the lowest match quality
     among them (``Warehouse.graph_match`` of each replaying run); None without replays. The
     CLI prints it as a note, the MCP ``history`` tool returns it as one."""
     import polars as pl

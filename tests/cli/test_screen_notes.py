@@ -55,3 +55,20 @@ def test_history_op_says_which_runs_replay_graphs(tmp_path: Path) -> None:
     assert "graph replays in 3 of 3 runs: their operators' GPU time comes through the capture" in text
     assert "lowest match quality 0.0%" in text
     assert f"1 run(s) with no capture matched (run {plain[:12]})" in text
+    # changes --op reads the same operator series (every run): it says it too
+    res = run(app, ["changes", "-w", wh, "--op", "addmm"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "graph replays in 3 of 3 runs: their operators' GPU time comes through the capture" in text
+    assert "lowest match quality 0.0%" in text and f"(run {plain[:12]})" in text
+    # check --op: over the runs of the checked run's workload up to it
+    res = run(app, ["check", "-w", wh, "--op", "addmm", "--run", "model=graphs"],
+              env={"COLUMNS": "250"})
+    assert res.exit_code in (0, 1), res.output
+    text = " ".join(res.output.split())
+    assert "graph replays in 2 of 2 runs" in text and "lowest match quality 0.0%" in text, text
+    assert "no capture matched" not in text
+    res = run(app, ["check", "-w", wh, "--op", "addmm", "--run", plain, "-f", "json"])
+    assert json.loads(res.stdout)["run_id"] == plain
+    note = " ".join(res.stderr.split())
+    assert f"graph replays in 1 of 1 runs: their operators' GPU time comes through the capture; 1 run(s) with no capture matched (run {plain[:12]})" in note

@@ -146,8 +146,9 @@ def changes(
     with handle_errors():
         check_format(fmt, ("text", "table", "csv", "json"))
         mc = 0.0 if min_change.strip() in ("0", "0%") else threshold_of(min_change)
+        wh = open_warehouse(warehouse)
         result = results.changes(
-            open_warehouse(warehouse), run=run, top=top, since=since, kernel=kernel,
+            wh, run=run, top=top, since=since, kernel=kernel,
             category=category, module=module, op=op, where=parse_pairs(where), alpha=alpha,
             min_change=mc, min_ms=min_ms, include_unusable=include_unusable,
             critical_path=critical_path,
@@ -159,8 +160,21 @@ def changes(
         if not report.excluded.is_empty():
             notes.append(f"left out: {report.excluded.height} run(s) unusable for comparison; "
                          "--include-unusable keeps them")
+        graph = None
+        if op is not None:  # the graph replays among the runs of the --op series (as history --op)
+            series = results.history(wh, op=op, since=since, where=parse_pairs(where)).frame
+            ids: list[str] = series["run_id"].to_list() if "run_id" in series.columns else []
+            runs = wh.runs()
+            if ref is not None and "workload" in runs.columns:  # its series: its workload and rank
+                mine = runs.filter(pl.col("run_id") == ref.run_id)
+                same = runs.filter((pl.col("workload") == mine["workload"][0])
+                                   & pl.col("rank").eq_missing(mine["rank"][0]))
+                ids = [i for i in ids if i in set(same["run_id"])]
+            graph = results.graph_runs_note(wh, ids) if ids else None
         if len(rows) < found:
             notes.append(f"showing {len(rows)} of {found} changes (--top N to change, --top 0: all)")
+        if graph:
+            notes.insert(0, graph)
         frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
         if out is not None:
             write_out(frame, out)
@@ -181,3 +195,5 @@ def changes(
         typer.echo(report_text(report, rows=rows), nl=False)
         if len(rows) < found:
             typer.echo(notes[-1])
+        if graph:
+            typer.echo(f"note: {graph}")

@@ -355,10 +355,13 @@ def check(
             keys=tuple(key) if key else CheckOptions.keys, include_unusable=include_unusable,
             op=op, critical_path=critical_path,
         )
+        graph = results.check_runs_note(wh, report) if op is not None else None
     if fmt == "json":
         typer.echo(json.dumps(results.check_document(report), indent=2))
     else:
         typer.echo(escape_lines(report_text(report, markdown=fmt == "markdown")), nl=False)
+    if graph:
+        typer.echo(f"note: {graph}", err=fmt == "json")
     raise typer.Exit(1 if report.regressed else 0)
 
 
