@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from tracewh.query.runsel import RunRef, RunSelector
 
 __all__ = [
-    "ChangesResult", "DiffResult", "HistoryResult", "RanksResult", "changes", "check_document",
+    "ChangesResult", "DiffResult", "HistoryResult", "RanksResult", "changes", "changes_runs_note", "check_document",
     "check_runs_note", "critical_path_document", "critical_path_edges", "diff", "graph_runs_note", "history", "json_ready", "json_rows", "json_text", "ranks",
 ]  # fmt: skip
 
@@ -305,6 +305,24 @@ def critical_path_edges(path: CriticalPath) -> pl.DataFrame:
     """``tracewh critical-path --by edge``: the path's edges with their ``position`` on it,
     longest first."""
     return path.edges.with_row_index("position").sort("dur_ns", descending=True)
+
+
+def changes_runs_note(wh: Warehouse, op: str, *, since: str | None = None,
+                      where: dict[str, str] | None = None, run: RunRef | None = None) -> str | None:
+    """:func:`graph_runs_note` for ``changes --op``: over the runs of its ``op`` series (as
+    ``history --op`` with the same ``since`` and ``where``); with ``run`` (the resolved run
+    whose series were kept), only its workload and rank."""
+    import polars as pl
+
+    series = history(wh, op=op, since=since, where=where).frame
+    ids: list[str] = series["run_id"].to_list() if "run_id" in series.columns else []
+    runs = wh.runs()
+    if run is not None and {"workload", "rank"} <= set(runs.columns):
+        mine = runs.filter(pl.col("run_id") == run.run_id)
+        same = runs.filter((pl.col("workload") == mine["workload"][0])
+                           & pl.col("rank").eq_missing(mine["rank"][0]))
+        ids = [i for i in ids if i in set(same["run_id"])]
+    return graph_runs_note(wh, ids) if ids else None
 
 
 def check_runs_note(wh: Warehouse, report: CheckReport) -> str | None:

@@ -33,7 +33,9 @@ def test_graph_match_note_beside_graph_derived_rows(tmp_path: Path, open_session
     async def main() -> list[Any]:
         async with open_session(tmp_path / "wh") as s:
             return [*[await s.call_tool(name, {"top": 0}) for name in ("ops", "modules", "roofline", "steps")],
-                    await s.call_tool("history", {"op": "addmm"})]
+                    await s.call_tool("history", {"op": "addmm"}),
+                    await s.call_tool("changes", {"op": "addmm"}), await s.call_tool("check", {"op": "addmm"}),
+                    await s.call_tool("check", {})]
 
     got = anyio.run(main)
     for name, result in zip(("ops", "modules", "roofline"), got, strict=False):
@@ -47,3 +49,8 @@ def test_graph_match_note_beside_graph_derived_rows(tmp_path: Path, open_session
     assert not got[4].isError and got[4].structuredContent["result"]
     assert got[4].content[-1].text.startswith("note: graph replays in 1 of 1 runs")
     assert "lowest match quality 0.0%" in got[4].content[-1].text
+    # changes and check with op read the same operator series: the same note (as the CLI)
+    for result in got[5:7]:
+        assert not result.isError, result.content
+        assert result.content[-1].text == got[4].content[-1].text
+    assert len(got[7].content) == 1  # check without op: no note

@@ -160,17 +160,7 @@ def changes(
         if not report.excluded.is_empty():
             notes.append(f"left out: {report.excluded.height} run(s) unusable for comparison; "
                          "--include-unusable keeps them")
-        graph = None
-        if op is not None:  # the graph replays among the runs of the --op series (as history --op)
-            series = results.history(wh, op=op, since=since, where=parse_pairs(where)).frame
-            ids: list[str] = series["run_id"].to_list() if "run_id" in series.columns else []
-            runs = wh.runs()
-            if ref is not None and "workload" in runs.columns:  # its series: its workload and rank
-                mine = runs.filter(pl.col("run_id") == ref.run_id)
-                same = runs.filter((pl.col("workload") == mine["workload"][0])
-                                   & pl.col("rank").eq_missing(mine["rank"][0]))
-                ids = [i for i in ids if i in set(same["run_id"])]
-            graph = results.graph_runs_note(wh, ids) if ids else None
+        graph = results.changes_runs_note(wh, op, since=since, where=parse_pairs(where), run=ref) if op else None
         if len(rows) < found:
             notes.append(f"showing {len(rows)} of {found} changes (--top N to change, --top 0: all)")
         if graph:

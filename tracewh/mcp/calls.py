@@ -130,7 +130,10 @@ def rows_result(
     return CallToolResult(content=list(content), structuredContent={"result": rows, **extra})
 
 
-def document_result(doc: dict[str, Any]) -> CallToolResult:
-    """A tool result of a JSON document: structured ``doc``, its JSON as text."""
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(doc))],
-                          structuredContent=doc)
+def document_result(doc: dict[str, Any], *, note: str | None = None) -> CallToolResult:
+    """A tool result of a JSON document: structured ``doc``, its JSON as text (and ``note``,
+    more for the model, as a second text block)."""
+    content = [TextContent(type="text", text=json.dumps(doc))]
+    if note:
+        content.append(TextContent(type="text", text="note: " + note))
+    return CallToolResult(content=list(content), structuredContent=doc)

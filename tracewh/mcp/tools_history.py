@@ -138,7 +138,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
                 module=module, op=op, where=where, alpha=alpha, min_change=mc, min_ms=min_ms,
                 include_unusable=include_unusable, critical_path=critical_path,
             )  # fmt: skip
-            return rows_result(result.rows)
+            note = results.changes_runs_note(wh, op, since=since, where=where, run=result.run) if op else None
+            return rows_result(result.rows, note=note)
 
         return await calls.run(work)
 
@@ -174,7 +175,8 @@ def register(server: FastMCP[Any], calls: Calls) -> None:
                 keys=tuple(key) if key else ("model", "branch"), include_unusable=include_unusable,
                 op=op, critical_path=critical_path,
             )  # fmt: skip
-            return document_result(results.check_document(report))
+            note = results.check_runs_note(wh, report) if op is not None else None
+            return document_result(results.check_document(report), note=note)
 
         return await calls.run(work)
 
