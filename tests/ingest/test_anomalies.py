@@ -104,6 +104,7 @@ def test_a_kernel_far_before_the_trace(tmp_path: Path, base: dict[str, Any]) -> 
     assert found["gpu_outside_cpu_window"] == 1
 
 
+@pytest.mark.slow  # ~10-30 s: make test-all (the default suite's 8-minute budget)
 def test_flagged_runs_are_shown_and_listed(tmp_path: Path, base: dict[str, Any]) -> None:
     doc = copy.deepcopy(base)
     doc["traceEvents"] = [*doc["traceEvents"], *[copy.deepcopy(e) for e in doc["traceEvents"] if _gpu(e)]]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
@@ -100,6 +101,7 @@ def _identity(wh: Warehouse) -> pl.DataFrame:
     return wh.runs().select("run_id", "workload", "workload_by").sort("run_id")
 
 
+@pytest.mark.slow  # ~10-30 s: make test-all (the default suite's 8-minute budget)
 def test_an_old_warehouse_compares_as_a_new_one(tmp_path: Path) -> None:
     """Fingerprints table removed (as an older tracewh wrote the warehouse): the runs get
     the same workloads from their tables; a run ingested after the upgrade mixes in;

@@ -114,6 +114,7 @@ def test_a_failed_batch_commit_fails_its_files_and_leaves_nothing(
     assert wh.verify().ok
 
 
+@pytest.mark.slow  # ~10-30 s: make test-all (the default suite's 8-minute budget)
 def test_kill_during_a_batch_shows_whole_runs_only(tmp_path: Path) -> None:
     """SIGKILL at several moments of a 12-file batch: only complete runs ever visible."""
     files = _tiny(tmp_path / "in", 12, seed=40)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers_ingest import driver_env, read_runs
 
 from tracewh.ingest.pipeline import IngestOptions, ingest_file
@@ -44,6 +45,7 @@ def _referenced_bytes(root: Path) -> int:
     return total
 
 
+@pytest.mark.slow  # ~10-30 s: make test-all (the default suite's 8-minute budget)
 def test_compact_then_retain_zero_frees_the_superseded_files(tmp_path: Path) -> None:
     root = tmp_path / "wh"
     store = Store(root)

@@ -227,6 +227,7 @@ def test_split_parts_stage_the_same_both_ways(tmp_path: Path) -> None:
     assert_same_staging(trace, tmp_path / "s", parts=3, min_split_bytes=1)
 
 
+@pytest.mark.slow  # ~10-30 s: make test-all (the default suite's 8-minute budget)
 def test_handwritten_oddities_stage_the_same_both_ways(tmp_path: Path) -> None:
     for k, case in enumerate(handwritten()):
         path = tmp_path / f"c{k}{case.suffix}"

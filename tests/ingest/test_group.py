@@ -97,7 +97,8 @@ def _shared() -> Path | None:
     return SHARED_TRACES if SHARED_TRACES.is_dir() else None
 
 
-@pytest.mark.parametrize("opts", [{}, {"steps": 1, "skip_python": True}], ids=["default", "steps1"])
+@pytest.mark.parametrize("opts", [{}, pytest.param({"steps": 1, "skip_python": True}, marks=pytest.mark.slow)],
+                         ids=["default", "steps1"])
 def test_grouped_rows_equal_one_by_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opts: dict[str, Any]
 ) -> None:

@@ -73,6 +73,7 @@ def test_unchanged_pages_are_kept_and_a_new_run_adds_its_page(wh: Warehouse, tmp
     assert {k: v[2] for k, v in _files(fresh).items()} == {k: v[2] for k, v in after.items()}
 
 
+@pytest.mark.slow  # ~10-30 s: make test-all (the default suite's 8-minute budget)
 def test_an_edited_page_or_a_foreign_manifest_is_built_again(wh: Warehouse, tmp_path: Path) -> None:
     site = tmp_path / "site"
     build_site(wh, site)
