@@ -97,8 +97,9 @@ def _shared() -> Path | None:
     return SHARED_TRACES if SHARED_TRACES.is_dir() else None
 
 
-@pytest.mark.parametrize("opts", [{}, pytest.param({"steps": 1, "skip_python": True}, marks=pytest.mark.slow)],
-                         ids=["default", "steps1"])
+@pytest.mark.slow  # 23-29 s each on the shared traces: make test-all (the default suite ingests its
+# small files through the group everywhere; the row-for-row equality to one by one runs here)
+@pytest.mark.parametrize("opts", [{}, {"steps": 1, "skip_python": True}], ids=["default", "steps1"])
 def test_grouped_rows_equal_one_by_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opts: dict[str, Any]
 ) -> None:

@@ -64,7 +64,8 @@ def _concurrent_compactions(root: Path, processes: int) -> None:
 
 @pytest.mark.parametrize(
     ("rounds", "files_per_round"),
-    [(1, 6), pytest.param(2, 10, marks=pytest.mark.slow)],
+    # 19 s and more: make test-all (tests/ingest/test_concurrency.py races ingests by default)
+    [pytest.param(1, 6, marks=pytest.mark.slow), pytest.param(2, 10, marks=pytest.mark.slow)],
 )
 def test_concurrent_compactions_keep_every_row_once(
     tmp_path: Path, rounds: int, files_per_round: int
