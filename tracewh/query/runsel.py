@@ -301,18 +301,8 @@ class Queryable(Protocol):
 
 
 class Source(Queryable, Protocol):
-    """The queries the many-run analyses run (a :class:`tracewh.api.Warehouse`)."""
-
-    def sql(
-        self,
-        query: str,
-        params: Sequence[Any] | Mapping[str, Any] | None = None,
-        *,
-        days: Collection[dt.date] | None = None,
-        since: dt.date | None = None,
-    ) -> pl.DataFrame:
-        """A SQL query over the views (``days``/``since`` restrict the partitions)."""
-        ...
+    """The queries the many-run analyses run (a :class:`tracewh.api.Warehouse`): ``sql`` of
+    :class:`Queryable`, and these."""
 
     def resolve_run(self, selector: RunSelector = "latest") -> RunRef:
         """A run selector resolved to one run."""
