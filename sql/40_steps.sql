@@ -25,6 +25,15 @@
 --   bound: 'cpu' when the step ran no GPU op or host waits make up more than half of the
 --          classified gap time (host_wait_ns > kernel_wait_ns + other_wait_ns: the GPU
 --          idles because the CPU does not feed it), else 'gpu'.
+--
+-- gpu_timeline(run, steps := 2, max_ops := 4000)  (table macro)
+--   grain: one row per GPU op (with a start) of run `run` launched in its first `steps`
+--          steps (gpu_ops.step, as step_summary), or of the whole run when it has no step;
+--          the first `max_ops` by start (ties: device, stream, event_index).
+--   columns: device, stream, short_name (its name when it has none), category ('other' when
+--            none), step, start_ns, dur_ns (0 when the op has none), end_ns (start_ns +
+--            dur_ns), lane ('GPU <device> · stream <stream>'; NULL without either), stepped (whether the run has
+--            steps: false means the rows are the run's first ops)
 
 CREATE OR REPLACE MACRO step_summary(run, kernel_wait_threshold_ns := 30000) AS TABLE
 WITH w AS (
@@ -109,3 +118,25 @@ SELECT
          ELSE 'gpu' END AS bound
 FROM j
 ORDER BY step, device;
+
+CREATE OR REPLACE MACRO gpu_timeline(run, steps := 2, max_ops := 4000) AS TABLE
+WITH ops AS (
+    SELECT g.event_index, g.device, g.stream, g.short_name, g.name, g.category, g.step, g.ts_ns,
+           coalesce(g.dur_ns, 0) AS dur_ns
+    FROM gpu_ops g
+    JOIN runs r ON r.run_id = g.run_id AND r.ingest_id = g.ingest_id
+    WHERE g.run_id = run AND g.ts_ns IS NOT NULL
+),
+first_steps AS (
+    SELECT DISTINCT step FROM ops WHERE step IS NOT NULL ORDER BY step LIMIT steps
+),
+stepped AS (SELECT count(*) > 0 AS stepped FROM first_steps)
+SELECT o.device, o.stream, coalesce(o.short_name, o.name) AS short_name,
+       coalesce(o.category, 'other') AS category, o.step, o.ts_ns AS start_ns, o.dur_ns,
+       o.ts_ns + o.dur_ns AS end_ns,
+       'GPU ' || CAST(o.device AS VARCHAR) || ' · stream ' || CAST(o.stream AS VARCHAR) AS lane,
+       s.stepped
+FROM ops o, stepped s
+WHERE NOT s.stepped OR o.step IN (SELECT step FROM first_steps)
+ORDER BY o.ts_ns, o.device, o.stream, o.event_index
+LIMIT max_ops;

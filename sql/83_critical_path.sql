@@ -13,9 +13,13 @@
 --   hipMemsetAsync, hipMemcpyWithStream, MTIA's runFunction).
 --   columns: name
 --
--- cp_step_window(run_id, step)  (table macro)
---   grain: one row (none when the run has no such step).
+-- cp_step_windows(run_id)  (table macro)
+--   grain: one row per step of the run (ProfilerStep#N), by step.
 --   columns: step, lo_ns (the ProfilerStep#N span's start), hi_ns (its end)
+--
+-- cp_step_window(run_id, step)  (table macro)
+--   grain: one row (none when the run has no such step): cp_step_windows' row of `step`.
+--   columns: step, lo_ns, hi_ns
 --
 -- cp_cpu(run_id, lo_ns, hi_ns, loading := [])  (table macro)
 --   grain: one row per CPU operator or runtime/driver call (cat cpu_op, cuda_runtime,
@@ -38,6 +42,12 @@
 --   one other has some named *forward*), else none.
 --   columns: from_tid (the backward thread), to_tid (the forward thread)
 --
+-- cp_step_thread_merge(run_id, first_step, last_step)  (table macro)
+--   grain: one row per step from `first_step` to `last_step` whose window (cp_step_windows)
+--   has a backward thread to walk as part of the forward one (cp_thread_merge's rule, step by
+--   step, in one query).
+--   columns: step, from_tid, to_tid
+--
 -- cp_gpu(run_id, lo_ns, hi_ns)  (table macro)
 --   grain: one row per GPU op linked to a runtime call (same correlation id) that starts in
 --   the window with dur_ns > 0.
@@ -58,7 +68,8 @@
 --            event's stream before the cudaEventRecord call whose correlation is the
 --            event's wait_on_cuda_event_record_corr_id; NULL without one), dest_op (Stream
 --            Wait Event: the GPU op of the next launch, on the cudaStreamWaitEvent call's
---            thread, onto the waiting stream)
+--            thread, onto the waiting stream), runtime_ts_ns (the runtime call's start; NULL
+--            without one)
 
 CREATE OR REPLACE VIEW cp_launch_names AS
 SELECT * FROM (VALUES ('cudaLaunchKernel'), ('cudaLaunchKernelExC'), ('cuLaunchKernel'),
@@ -66,12 +77,16 @@ SELECT * FROM (VALUES ('cudaLaunchKernel'), ('cudaLaunchKernelExC'), ('cuLaunchK
     ('hipExtModuleLaunchKernel'), ('hipMemcpyAsync'), ('hipMemsetAsync'),
     ('hipMemcpyWithStream'), ('runFunction - job_prep_and_submit_for_execution')) AS t(name);
 
-CREATE OR REPLACE MACRO cp_step_window(run_id, step) AS TABLE
+CREATE OR REPLACE MACRO cp_step_windows(run_id) AS TABLE
 SELECT s.step, min(s.ts_ns) AS lo_ns, max(s.ts_ns + s.dur_ns) AS hi_ns
 FROM steps s
 JOIN runs r ON r.run_id = s.run_id AND r.ingest_id = s.ingest_id
-WHERE s.run_id = run_id AND s.step = step
-GROUP BY s.step;
+WHERE s.run_id = run_id AND s.step IS NOT NULL
+GROUP BY s.step
+ORDER BY s.step;
+
+CREATE OR REPLACE MACRO cp_step_window(run_id, step) AS TABLE
+SELECT w.step, w.lo_ns, w.hi_ns FROM cp_step_windows(run_id) w WHERE w.step = step;
 
 CREATE OR REPLACE MACRO cp_cpu(run_id, lo_ns, hi_ns, loading := []) AS TABLE
 SELECT e.event_index, e.pid, e.tid, e.ts_ns, e.dur_ns,
@@ -100,6 +115,26 @@ b AS (SELECT CASE WHEN count(DISTINCT tid) = 1 THEN min(tid) END AS t FROM w
       WHERE contains(name, 'autograd'))
 SELECT b.t AS from_tid, f.t AS to_tid FROM f, b
 WHERE f.t IS NOT NULL AND b.t IS NOT NULL AND f.t <> b.t;
+
+CREATE OR REPLACE MACRO cp_step_thread_merge(run_id, first_step, last_step) AS TABLE
+WITH win AS (
+    SELECT w.step, w.lo_ns, w.hi_ns FROM cp_step_windows(run_id) w
+    WHERE w.step BETWEEN first_step AND last_step
+),
+w AS (
+    SELECT win.step, e.name, e.tid
+    FROM events e
+    JOIN runs r ON r.run_id = e.run_id AND r.ingest_id = e.ingest_id
+    JOIN win ON e.ts_ns >= win.lo_ns AND e.ts_ns <= win.hi_ns
+    WHERE e.run_id = run_id AND e.cat IN ('cpu_op', 'user_annotation') AND e.dur_ns > 0
+),
+f AS (SELECT step, CASE WHEN count(DISTINCT tid) = 1 THEN min(tid) END AS t FROM w
+      WHERE contains(name, 'forward') GROUP BY step),
+b AS (SELECT step, CASE WHEN count(DISTINCT tid) = 1 THEN min(tid) END AS t FROM w
+      WHERE contains(name, 'autograd') GROUP BY step)
+SELECT f.step, b.t AS from_tid, f.t AS to_tid FROM f JOIN b USING (step)
+WHERE f.t IS NOT NULL AND b.t IS NOT NULL AND f.t <> b.t
+ORDER BY f.step;
 
 CREATE OR REPLACE MACRO cp_names(run_id, lo_ns, hi_ns) AS TABLE
 SELECT e.event_index, e.name
@@ -210,7 +245,7 @@ dest AS (
     WHERE sr.kind = 'Stream Wait Event' AND sr.runtime_ts_ns IS NOT NULL
 )
 SELECT sr.event_index, sr.kind, sr.device, sr.stream, sr.ts_ns, sr.end_ns, sr.runtime_index,
-       src.src_op, dest.dest_op
+       src.src_op, dest.dest_op, sr.runtime_ts_ns
 FROM sr
 LEFT JOIN src USING (event_index)
 LEFT JOIN dest USING (event_index)

@@ -298,8 +298,7 @@ class Warehouse(QueryMethods):
         """The critical path of every step of a run (:func:`tracewh.analysis.critical_run.step_critical_paths`)."""
         from tracewh.analysis.critical_run import step_critical_paths
         ref = self.resolve_run(run)
-        return step_critical_paths(self, ref, data_loading=data_loading,
-                                   ranks=self.rank_runs(run=ref), max_steps=max_steps)
+        return step_critical_paths(self, ref, data_loading=data_loading, max_steps=max_steps)
 
     def critical_path_history(
         self, *, where: Mapping[str, str] | None = None, step_index: int = 0,

@@ -168,3 +168,23 @@ def test_history_series_of_shares(tmp_path: Path) -> None:
                                    "--format", "json"])
     assert res.exit_code == 0, res.output
     assert len(json.loads(res.stdout.splitlines()[0])) == 2
+
+
+def test_steps_read_once_equal_each_step_alone(shared_traces: Path, tmp_path: Path) -> None:
+    """critical_path_steps (the rows of all steps read once, each step's taken by the macros'
+    window rule) equals run_critical_path of each step, bound by bound, on a real trace whose
+    steps walk the backward thread as part of the forward one (cp_step_thread_merge)."""
+    from tracewh.analysis.critical_run import run_critical_path
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.ingest([shared_traces / "nccl_parser_config__nccl_data.json.gz"], jobs=1)
+    ref = wh.resolve_run("latest")
+    merges = wh.call("cp_step_thread_merge", ref.run_id, first_step=0, last_step=10**9)
+    assert merges.height == 3  # every step has a merge: the batched path must apply it per step
+    steps = wh.critical_path_steps("latest")
+    assert steps.height == 3 and steps["step"].is_sorted()
+    for row in steps.iter_rows(named=True):
+        alone = run_critical_path(wh, ref, step=row["step"])
+        assert row["total_ns"] == alone.total_ns > 0
+        assert {b: row[f"{b}_ns"] for b in BOUNDS} == alone.by_bound
+    assert wh.critical_path_steps("latest", max_steps=2)["step"].to_list() == steps["step"][:2].to_list()

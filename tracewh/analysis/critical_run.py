@@ -80,27 +80,64 @@ def _day(ref: RunRef) -> set[Any] | None:
 
 
 def step_critical_paths(
-    wh: Catalog, ref: RunRef, *, data_loading: Sequence[str] = (), ranks: Sequence[str] = (),
-    max_steps: int | None = None,
+    wh: Catalog, ref: RunRef, *, data_loading: Sequence[str] = (), max_steps: int | None = None,
 ) -> pl.DataFrame:
     """The critical path of every step of run ``ref``: one row per step (``ProfilerStep#N``).
 
     Columns: ``step``, ``total_ns`` and one ``*_ns`` column per bound of
     :data:`tracewh.analysis.critical_path.BOUNDS` (``cpu_bound_ns``, ...), summing to it.
     ``max_steps``: only the first N steps.
+
+    Each step's path is :func:`run_critical_path`'s for that step; the rows are read once for
+    the span from the first step's start to the last one's end (the same macros over that
+    window), and each step's are taken from them by the macros' own window rule
+    (:func:`_in_window`), instead of four queries a step.
     """
     import polars as pl
 
-    steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
-                   {"r": ref.run_id}, days=_day(ref))["step"].to_list()[:max_steps]
-    rows = []
-    with wh.session():
-        for n in steps:
-            path = run_critical_path(wh, ref, step=int(n), data_loading=data_loading, ranks=ranks)
-            rows.append({"step": int(n), "total_ns": path.total_ns,
-                         **{f"{b}_ns": path.by_bound[b] for b in cp.BOUNDS}})
     schema = {"step": pl.Int64, "total_ns": pl.Int64, **{f"{b}_ns": pl.Int64 for b in cp.BOUNDS}}
+    day = _day(ref)
+    windows = wh.call("cp_step_windows", ref.run_id, days=day)
+    if max_steps is not None:
+        windows = windows.head(max_steps)
+    if windows.is_empty():
+        return pl.DataFrame(schema=schema)
+    steps = windows["step"].to_list()
+    lo, hi = int(windows["lo_ns"].min()), int(windows["hi_ns"].max())  # type: ignore[arg-type]
+    with wh.session():
+        cpu = wh.call("cp_cpu", ref.run_id, lo_ns=lo, hi_ns=hi, loading=list(data_loading),
+                      days=day)
+        gpu = wh.call("cp_gpu", ref.run_id, lo_ns=lo, hi_ns=hi, days=day)
+        sync = wh.call("cp_sync", ref.run_id, lo_ns=lo, hi_ns=hi, days=day)
+        merges = wh.call("cp_step_thread_merge", ref.run_id, first_step=steps[0],
+                         last_step=steps[-1], days=day)
+    merge = {s: {f: t} for s, f, t in merges.select("step", "from_tid", "to_tid").iter_rows()}
+    rows = []
+    for n, s_lo, s_hi in windows.select("step", "lo_ns", "hi_ns").iter_rows():
+        path = cp.critical_path(*_in_window(cpu, gpu, sync, s_lo, s_hi), merge_tids=merge.get(n))
+        rows.append({"step": int(n), "total_ns": path.total_ns,
+                     **{f"{b}_ns": path.by_bound[b] for b in cp.BOUNDS}})
     return pl.DataFrame(rows, schema=schema)
+
+
+def _in_window(
+    cpu: pl.DataFrame, gpu: pl.DataFrame, sync: pl.DataFrame, lo: int, hi: int
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The rows of ``cp_cpu``, ``cp_gpu`` and ``cp_sync`` of a wider window that those macros
+    keep for the window [lo, hi] (their WHERE clauses: sql/83_critical_path.sql); order kept."""
+    import polars as pl
+
+    def within(col: str) -> pl.Expr:
+        return (pl.col(col) >= lo) & (pl.col(col) <= hi)
+
+    runtime, ts = pl.col("runtime_ts_ns"), pl.col("ts_ns")
+    return (
+        cpu.filter(within("ts_ns")),
+        gpu.filter(within("launch_ts_ns")),
+        # NULL runtime_ts_ns: SQL's three-valued OR/AND, as Polars' (a NULL filter drops the row)
+        sync.filter((pl.col("kind") == "Stream Wait Event")
+                    | (((runtime >= lo) | (ts >= lo)) & ((runtime <= hi) | (ts <= hi)))),
+    )
 
 
 def critical_path_history(

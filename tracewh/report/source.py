@@ -92,7 +92,7 @@ def collect_run(
     run_id: str = ref.run_id
     runs = wh.runs(where={"run_id": run_id})  # with `unusable`: the summary says why
     meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
-    timeline, note = _timeline(wh, run_id, steps=timeline_steps)
+    timeline, note = _timeline(wh, ref, steps=timeline_steps)
     job = ref.job
     rank_kernels = pl.DataFrame()
     rank_imbalance = pl.DataFrame()
@@ -163,37 +163,20 @@ def collect_roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
         return None
 
 
-def _timeline(wh: WarehouseLike, run_id: str, *, steps: int) -> tuple[pl.DataFrame, str]:
-    """GPU ops of the first ``steps`` ProfilerSteps (or the first ops), one row per op."""
-    ops = (
-        wh.scan("gpu_ops")
-        .filter(pl.col("run_id") == run_id, pl.col("ts_ns").is_not_null())
-        .select(
-            "device", "stream", "short_name", "name", "category", "step", "ts_ns",
-            pl.col("dur_ns").fill_null(0),
-        )
-    )
-    first_steps = (
-        ops.filter(pl.col("step").is_not_null())
-        .select(pl.col("step").unique().sort().head(steps))
-        .collect()["step"]
-        .to_list()
-    )
-    if first_steps:
-        ops = ops.filter(pl.col("step").is_in(first_steps))
+def _timeline(wh: WarehouseLike, ref: Any, *, steps: int) -> tuple[pl.DataFrame, str]:
+    """GPU ops of the first ``steps`` ProfilerSteps (or the first ops), one row per op
+    (``gpu_timeline``, sql/40_steps.sql: only the run's own day partition is read)."""
+    day = getattr(ref, "day", None)
+    df = wh.call("gpu_timeline", ref.run_id, steps=steps, max_ops=TIMELINE_MAX_OPS,
+                 days=None if day is None else {day})
+    first_steps = df.filter(pl.col("step").is_not_null())["step"].unique().sort().to_list()
+    if df.height and df["stepped"][0]:
         note = "steps " + ", ".join(str(s) for s in first_steps)
     else:
         note = "first GPU ops (no ProfilerStep in this trace)"
-    df = ops.sort("ts_ns", "device", "stream").head(TIMELINE_MAX_OPS).collect()
     if df.height == TIMELINE_MAX_OPS:
         note += f", first {TIMELINE_MAX_OPS} ops"
-    df = df.with_columns(
-        pl.format("GPU {} · stream {}", pl.col("device"), pl.col("stream")).alias("lane"),
-        pl.col("short_name").fill_null(pl.col("name")),
-        pl.col("category").fill_null("other"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
-    ).rename({"ts_ns": "start_ns"})
-    return df.drop("name"), note
+    return df.drop("stepped"), note
 
 
 def _with_short_names(
