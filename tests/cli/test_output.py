@@ -111,6 +111,6 @@ def test_report_renders_charts_of_control_character_names(evil_wh: Path, tmp_pat
     p = _tw("report", "--out", str(tmp_path / "rep"), "-w", str(evil_wh))
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "rep" / "report.html").is_file()
-    assert list((tmp_path / "rep" / "charts").glob("*.png"))
+    assert list((tmp_path / "rep" / "charts").glob("*.svg"))
     p = _tw("report", "--site", str(tmp_path / "site"), "-w", str(evil_wh))
     assert p.returncode == 0, p.stderr

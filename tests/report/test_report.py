@@ -22,6 +22,7 @@ SMALL = (
     "execution_trace__benchmark_simple_add_trace.json.gz",
 )
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SVG_START = b"<svg"
 REMOTE_SCRIPT = re.compile(r"<script[^>]+src=['\"]?(https?:)?//", re.IGNORECASE)
 
 
@@ -52,18 +53,45 @@ def test_report_files_and_charts(built: tuple[Path, ReportResult]) -> None:
     out, result = built
     for chart in ("top_kernels", "categories", "timeline", "idle", "launches"):
         assert chart in result.charts
-        png = out / "charts" / f"{chart}.png"
-        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 2000
+        svg = out / "charts" / f"{chart}.svg"  # the default format
+        assert svg.read_bytes().lstrip()[:4] == SVG_START and svg.stat().st_size > 2000
+        assert b"<script" not in svg.read_bytes()
         assert json.loads((out / "charts" / f"{chart}.vl.json").read_text())["$schema"]
+    assert not list((out / "charts").glob("*.png"))
     # alexnet has no ProfilerStep and one rank: those sections say so instead of drawing
     assert "steps" in result.empty and "ranks" in result.empty
     md = (out / "report.md").read_text()
-    assert "![Top kernels](charts/top_kernels.png)" in md
+    assert "![Top kernels](charts/top_kernels.svg)" in md
     assert "_No steps in this trace (no ProfilerStep#N; ingest with --step-marker to define them)._" in md
     assert "total (ms)" in md and "mean (µs)" in md  # tables carry units
     page = (out / "report.html").read_text()
-    assert page.count("src='data:image/png;base64,") == len(result.charts)
+    assert page.count("src='data:image/svg+xml;base64,") == len(result.charts)
     assert not REMOTE_SCRIPT.search(page) and "<script" not in page
+
+
+def test_report_png_charts(small_wh: Warehouse, alexnet_id: str, tmp_path: Path) -> None:
+    """--chart-format png: 2x PNGs in charts/, linked from report.md and embedded in report.html."""
+    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--run", alexnet_id,
+                                      "--out", str(tmp_path / "r"), "--chart-format", "png"])
+    assert result.exit_code == 0, result.output
+    charts = tmp_path / "r" / "charts"
+    png = charts / "top_kernels.png"
+    assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 2000
+    assert not list(charts.glob("*.svg"))
+    assert "![Top kernels](charts/top_kernels.png)" in (tmp_path / "r" / "report.md").read_text()
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert page.count("src='data:image/png;base64,") == len(list(charts.glob("*.png"))) > 0
+    bad = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--out",
+                                   str(tmp_path / "bad"), "--chart-format", "jpeg"])
+    assert bad.exit_code == 2 and "--chart-format must be one of svg, png" in bad.output
+    assert not (tmp_path / "bad").exists()
+
+
+def test_chart_formats_declared_once() -> None:
+    from tracewh.cli.report_cmds import CHART_FORMATS
+    from tracewh.report.render import CHART_FORMATS as RENDERED
+
+    assert CHART_FORMATS == RENDERED
 
 
 def test_report_replaces_atomically(built: tuple[Path, ReportResult]) -> None:

@@ -29,6 +29,8 @@ from tracewh.query.macros import DIFF_LEVELS as LEVELS
 # report extra (Altair, vl-convert); `export` and `flame` need none (Polars, of the base install)
 #: The modules of the report extra (tracewh[report]) that the report's charts import.
 REPORT_MODULES = ("altair", "vl_convert")
+#: The image formats of `tracewh report --chart-format` (tracewh.report.render.CHART_FORMATS).
+CHART_FORMATS = ("svg", "png")
 #: What `tracewh flame --format` writes (tracewh.report.flame.FORMATS).
 FLAME_FORMATS = ("folded", "speedscope")
 
@@ -43,6 +45,7 @@ def report(
     out: Path | None = typer.Option(None, "--out", "-o", metavar="PATH", help="Write report.md, report.html and charts/ into the folder PATH."),
     site: Path | None = typer.Option(None, "--site", metavar="PATH", help="Write a static site (index, a page per run, history, diff) into the folder PATH."),
     limit: int = typer.Option(20, "--limit", metavar="N", help="Runs in the --site when no --run is given (latest first)."),
+    chart_format: str = typer.Option("svg", "--chart-format", metavar="|".join(CHART_FORMATS), help="Image format of the --out report's charts (charts/ and report.html): svg (vector, the default) or png (2x pixels, for tools that take no SVG)."),
 ) -> None:
     """Charts and tables of a run as Markdown + self-contained HTML, or a static site of many runs.
 
@@ -54,15 +57,17 @@ def report(
             raise UsageError("give --out PATH (a report) and/or --site PATH (a static site)")
         if level not in LEVELS:
             raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
+        if chart_format not in CHART_FORMATS:
+            raise UsageError(f"--chart-format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
         # one snapshot and one connection for every query of the report(s)
         with open_warehouse(warehouse).session() as wh:
             _report(wh, out=out, site=site, run=run, compare=compare, since=since,
-                    limit=limit, level=level)
+                    limit=limit, level=level, chart_format=chart_format)
 
 
 def _report(
     wh: Warehouse, *, out: Path | None, site: Path | None, run: list[str] | None,
-    compare: str | None, since: str | None, limit: int, level: str,
+    compare: str | None, since: str | None, limit: int, level: str, chart_format: str = "svg",
 ) -> None:
     from tracewh.report import build_report
     from tracewh.report.site import build_site
@@ -72,7 +77,8 @@ def _report(
         ref = wh.resolve_run(selector(run))
         if selection_note(ref):
             note(selection_note(ref) or "")
-        result = build_report(wh, out, run=ref, compare=compare, since=since, level=level)
+        result = build_report(wh, out, run=ref, compare=compare, since=since, level=level,
+                              chart_format=chart_format)
         typer.echo(f"wrote {result.folder / 'report.html'} and report.md for {run_title(ref)}: "
                    f"{len(result.charts)} charts in {time.perf_counter() - t0:.1f} s")
         if result.empty:

@@ -1,8 +1,9 @@
-"""A run's report: ``report.md``, a self-contained ``report.html`` and its chart PNGs.
+"""A run's report: ``report.md``, a self-contained ``report.html`` and its chart images.
 
 :func:`build_report` gathers the run's frames (:mod:`tracewh.report.source`, the trends of
 :mod:`tracewh.report.trends`), makes the sections and renders their charts (Altair specs,
-rendered offline by vl-convert: the ``report`` extra), and writes the folder atomically.
+rendered offline by vl-convert to SVG or PNG: the ``report`` extra), and writes the folder
+atomically.
 ``from tracewh.report import build_report`` imports this module on first use.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracewh import __version__
+from tracewh.core.errors import UsageError
 from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.query.runsel import RunSelector
@@ -21,6 +23,7 @@ from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, graph_note, modules_section
 from tracewh.report.protocol import WarehouseLike, one_snapshot
+from tracewh.report.render import CHART_FORMATS
 from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
 from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
 from tracewh.report.trends import collect_history, history_window
@@ -49,6 +52,7 @@ def build_report(
     since: str | None = None,
     level: str = "short_name",
     threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
+    chart_format: str = "svg",
 ) -> ReportResult:
     """Write a run's report to ``out``: ``report.md``, ``report.html`` and ``charts/``.
 
@@ -74,6 +78,10 @@ def build_report(
         ``category`` or ``op`` (CPU operator and input shapes, across hardware).
     threshold_ns
         Kernel-wait threshold of the gap classification, in ns.
+    chart_format
+        The charts' image format (:data:`tracewh.report.render.CHART_FORMATS`): ``svg``
+        (vector: sharp at any zoom, about half the CPU and the bytes) or ``png`` (2x pixels,
+        for tools that take no SVG), written to ``charts/`` and embedded in ``report.html``.
 
     Returns
     -------
@@ -83,11 +91,13 @@ def build_report(
     --------
     >>> build_report(Warehouse("wh"), "reports/latest", compare="5e69")  # doctest: +SKIP
     """
+    if chart_format not in CHART_FORMATS:
+        raise UsageError(f"chart format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
     check_output_dir(out, kind="report")  # before any work: refuse early, change nothing
     # the charts of each group of sections render (threads, outside the GIL) while the
     # next group's queries run; the two largest queries (the roofline, the history's
     # change points) run beside the run's own (a connection of their own in a session)
-    with one_snapshot(wh), ChartRenderer() as renderer, \
+    with one_snapshot(wh), ChartRenderer(fmt=chart_format) as renderer, \
             ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
         roofline = side.submit(collect_roofline, wh, ref)

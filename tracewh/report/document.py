@@ -1,9 +1,10 @@
 """The report files: ``report.md``, a self-contained ``report.html`` and the chart images.
 
-``report.html`` embeds every chart as an inline base64 PNG and its styles
-inline: it opens from disk, offline, with no script at all. Chart images are
-also written to ``charts/KEY.png`` (linked from ``report.md``) with their
-Vega-Lite spec beside them (``charts/KEY.vl.json``).
+``report.html`` embeds every chart as an inline base64 image (an ``<img>``: SVG by default,
+or PNG; an SVG shown as an image runs no script) and its styles inline: it opens from disk,
+offline, with no script at all. Chart images are also written to ``charts/KEY.svg`` (or
+``.png``; linked from ``report.md``) with their Vega-Lite spec beside them
+(``charts/KEY.vl.json``).
 """
 
 from __future__ import annotations
@@ -39,13 +40,24 @@ nav a{margin-right:1em}.muted{color:#777;font-size:.85rem}
 """
 
 
+#: The media type of each chart format (render.CHART_FORMATS) in report.html's data URLs.
+MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
+
+
 @dataclass(frozen=True)
 class ChartFile:
-    """A rendered chart: its key, PNG bytes and Vega-Lite spec."""
+    """A rendered chart: its key, image bytes, their format (``svg`` or ``png``) and the
+    Vega-Lite spec."""
 
     key: str
-    png: bytes
+    image: bytes
     spec: dict[str, object]
+    fmt: str = "svg"
+
+    @property
+    def file_name(self) -> str:
+        """The image's name in ``charts/``: ``KEY.svg`` or ``KEY.png``."""
+        return f"{self.key}.{self.fmt}"
 
 
 def _cores() -> int:
@@ -53,20 +65,23 @@ def _cores() -> int:
 
 
 class ChartRenderer:
-    """Renders sections' charts to PNG in worker threads as soon as they are added.
+    """Renders sections' charts (SVG or PNG) in worker threads as soon as they are added.
 
     vl-convert renders outside the GIL, and so do DuckDB's queries: a report adds each
     group of sections when it has them and goes on querying while their charts render
     (``with ChartRenderer() as charts: charts.add(sections); ...; charts.result()``).
     """
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, fmt: str = "svg") -> None:
+        if fmt not in render.CHART_FORMATS:
+            raise ValueError(f"chart format must be one of {', '.join(render.CHART_FORMATS)}, not {fmt!r}")
         n = workers or min(4, _cores())
-        self._pool = ThreadPoolExecutor(max(1, n), thread_name_prefix="tracewh-png")
+        self.fmt = fmt
+        self._pool = ThreadPoolExecutor(max(1, n), thread_name_prefix="tracewh-chart")
         self._jobs: dict[str, tuple[dict[str, Any], Future[bytes]]] = {}
-        # vl-convert's JS engine and fonts start on the first render (~0.5 s of CPU): in a
+        # vl-convert's JS engine and fonts start on the first render (~0.4 s of CPU): in a
         # worker now, while the report's first queries run
-        self._warm = self._pool.submit(render.warm_up)
+        self._warm = self._pool.submit(render.warm_up, fmt)
 
     def add(self, sections: Iterable[Section]) -> None:
         """Start rendering the charts of ``sections`` (a key already added is kept)."""
@@ -74,11 +89,11 @@ class ChartRenderer:
             if sec.chart is None or sec.key in self._jobs:
                 continue
             vl = render.spec(sec.chart)
-            self._jobs[sec.key] = (vl, self._pool.submit(render.png, vl, key=sec.key))
+            self._jobs[sec.key] = (vl, self._pool.submit(render.image, vl, key=sec.key, fmt=self.fmt))
 
     def result(self) -> dict[str, ChartFile]:
         """Every chart added, rendered (waits for them; raises a chart's render error)."""
-        return {key: ChartFile(key, job.result(), vl) for key, (vl, job) in self._jobs.items()}
+        return {key: ChartFile(key, job.result(), vl, self.fmt) for key, (vl, job) in self._jobs.items()}
 
     def __enter__(self) -> ChartRenderer:
         return self
@@ -89,16 +104,18 @@ class ChartRenderer:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def render_charts(sections: list[Section], *, workers: int | None = None) -> dict[str, ChartFile]:
-    """Render every section's chart to PNG (offline), keyed by section key.
+def render_charts(
+    sections: list[Section], *, workers: int | None = None, fmt: str = "svg"
+) -> dict[str, ChartFile]:
+    """Render every section's chart to ``fmt`` (SVG or PNG, offline), keyed by section key.
 
-    The PNGs are rendered side by side in ``workers`` threads (default: the cores,
+    The images are rendered side by side in ``workers`` threads (default: the cores,
     at most 4): vl-convert renders outside the GIL.
     """
     n = sum(1 for sec in sections if sec.chart is not None)
     if not n:
         return {}
-    with ChartRenderer(min(workers or min(4, _cores()), n)) as charts:
+    with ChartRenderer(min(workers or min(4, _cores()), n), fmt=fmt) as charts:
         charts.add(sections)
         return charts.result()
 
@@ -123,11 +140,11 @@ def write_report(
     charts_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for chart in rendered.values():
-        png_path = charts_dir / f"{chart.key}.png"
-        png_path.write_bytes(chart.png)
+        image_path = charts_dir / chart.file_name
+        image_path.write_bytes(chart.image)
         spec_path = charts_dir / f"{chart.key}.vl.json"
         spec_path.write_text(json.dumps(chart.spec, indent=1), encoding="utf-8")
-        written += [png_path, spec_path]
+        written += [image_path, spec_path]
     md = folder / "report.md"
     md.write_text(markdown(title=title, facts=facts, sections=sections, charts=rendered,
                            generated=generated), encoding="utf-8")
@@ -154,7 +171,7 @@ def markdown(
     for sec in sections:
         parts.append(f"## {md(sec.title)}\n")
         if sec.key in charts:
-            parts.append(f"![{md(sec.title)}](charts/{sec.key}.png)\n")
+            parts.append(f"![{md(sec.title)}](charts/{charts[sec.key].file_name})\n")
         else:
             parts.append(f"_{md(sentence(sec.empty))}._\n")
         if sec.text:
@@ -169,7 +186,7 @@ def html_page(
     *, title: str, facts: list[Table], sections: list[Section], charts: dict[str, ChartFile],
     generated: str,
 ) -> str:
-    """The self-contained HTML report (inline CSS, inline base64 PNG charts, no scripts)."""
+    """The self-contained HTML report (inline CSS, inline base64 SVG or PNG charts, no scripts)."""
     body = [f"<h1>{html.escape(title)}</h1>", f"<p class='muted'>{html.escape(generated)}</p>"]
     toc = " ".join(f"<a href='#{s.key}'>{html.escape(s.title)}</a>" for s in sections)
     body.append(f"<nav>{toc}</nav>")
@@ -178,10 +195,11 @@ def html_page(
     for sec in sections:
         body.append(f"<section id='{sec.key}'><h2>{html.escape(sec.title)}</h2>")
         if sec.key in charts:
-            data = base64.b64encode(charts[sec.key].png).decode("ascii")
+            chart = charts[sec.key]
+            data = base64.b64encode(chart.image).decode("ascii")
             body.append(
                 f"<div class='chart' data-chart='{sec.key}'><img alt='{html.escape(sec.title)}' "
-                f"src='data:image/png;base64,{data}'></div>"
+                f"src='data:{MEDIA_TYPES[chart.fmt]};base64,{data}'></div>"
             )
         else:
             body.append(f"<p class='empty'>{html.escape(sentence(sec.empty))}.</p>")

@@ -59,14 +59,28 @@ def png(vl_spec: dict[str, Any], *, key: str, scale: float = 2.0) -> bytes:
     return data
 
 
-def warm_up() -> None:
+#: The image formats of a report's charts (``tracewh report --chart-format``): SVG (the
+#: default: vector, about half the CPU and half the bytes of a 2x PNG) or PNG (2x pixels).
+CHART_FORMATS = ("svg", "png")
+
+
+def image(vl_spec: dict[str, Any], *, key: str, fmt: str = "svg") -> bytes:
+    """The chart as an image file's bytes in ``fmt`` (:data:`CHART_FORMATS`)."""
+    if fmt == "svg":
+        return svg(vl_spec, key=key).encode("utf-8")
+    if fmt == "png":
+        return png(vl_spec, key=key)
+    raise ValueError(f"chart format must be one of {', '.join(CHART_FORMATS)}, not {fmt!r}")
+
+
+def warm_up(fmt: str = "svg") -> None:
     """Start vl-convert's engine (and load its fonts) with a one-mark chart; errors ignored.
 
-    The first render of a process pays for both (~0.5 s of CPU); later ones do not.
+    The first render of a process pays for both (~0.4 s of CPU); later ones do not.
     """
     with contextlib.suppress(Exception):
-        vlc.vegalite_to_png({"data": {"values": [{"t": "x"}]}, "mark": "text",
-                             "encoding": {"text": {"field": "t"}}}, scale=1.0)
+        image({"data": {"values": [{"t": "x"}]}, "mark": "text",
+               "encoding": {"text": {"field": "t"}}}, key="warm-up", fmt=fmt)
 
 
 def svg(vl_spec: dict[str, Any], *, key: str) -> str:
