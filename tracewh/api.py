@@ -160,7 +160,9 @@ class Warehouse(QueryMethods):
     def frame(self, name: str, run: RunSelector = "latest", /, **options: Any) -> pl.LazyFrame:
         """Per-run analysis ``name`` as a LazyFrame, by its Polars definition (:func:`tracewh.analysis.frames.frame`)."""
         from tracewh.analysis.frames import frame
-        return frame(name, self.scan("gpu_ops"), self.resolve_run(run).run_id, **options)
+        ref = self.resolve_run(run)
+        days = None if ref.day is None else {ref.day}  # the run's partition: any history length
+        return frame(name, self.scan("gpu_ops", days=days), ref.run_id, **options)
 
     # ------------------------------------------------------------------- runs
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:

@@ -127,10 +127,11 @@ class QueryMethods:
         _deprecated("run_macro()", "macro_relation(...).fetch(kind)")
         return self.macro_relation(name, run, **params).fetch("rows" if rows else "polars")
 
-    def scan(self, table: str) -> pl.LazyFrame:
-        """A table's visible rows as a :class:`polars.LazyFrame` (see :func:`tracewh.query.scan.scan`)."""
+    def scan(self, table: str, *, days: Collection[date] | None = None) -> pl.LazyFrame:
+        """A table's visible rows as a :class:`polars.LazyFrame` (see :func:`tracewh.query.scan.scan`;
+        ``days``: of a run table, only those ``day`` partitions are read)."""
         from tracewh.query.scan import scan
-        return scan(self.catalog, table)
+        return scan(self.catalog, table, days=days)
 
     # ------------------------------------------------------------------- runs
     def run_table(self, *, minhash_days: Collection[date] | None = None) -> pl.DataFrame:

@@ -23,13 +23,14 @@ tracewh with the same kernel ranking and stream gaps:
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import polars as pl
 
@@ -124,7 +125,8 @@ def export_trace(
     run_id: str = ref.run_id
     meta_rows = wh.scan("runs").filter(pl.col("run_id") == run_id).select("metadata_json").collect()
     meta_text = meta_rows["metadata_json"][0] if meta_rows.height else None
-    window = _step_window(wh, run_id, where.steps)
+    one = _OneRun(wh, ref.day)  # the run's day partition only: the same cost at any history length
+    window = _step_window(one, run_id, where.steps)
     path = Path(out)
     with atomic_file(path) as tmp:
         raw: Any = gzip.open(tmp, "wb", compresslevel=6) if path.name.endswith(".gz") else open(tmp, "wb")  # noqa: SIM115
@@ -135,20 +137,38 @@ def export_trace(
                 fh.write(f"{json.dumps(key)}: {json.dumps(value)},\n")
             fh.write('"traceEvents": [\n')
             writer = _Writer(fh)
-            names = _thread_names(wh, run_id)
+            names = _thread_names(one, run_id)
             moved: dict[tuple[int | None, int | None, int], str] = {}
             lanes: set[tuple[int | None, int | None, str, str | None]] = set()
             for table in ("events", "python"):
-                _export_slices(wh, table, run_id, where, window, batch_rows, writer, moved, lanes)
-            _export_threads(wh, run_id, writer, names, lanes)
-            n_flows = _export_flows(wh, run_id, where, window, batch_rows, writer, moved)
-            _export_instants(wh, run_id, where, window, batch_rows, writer)
-            _export_counters(wh, run_id, where, window, batch_rows, writer)
+                _export_slices(one, table, run_id, where, window, batch_rows, writer, moved, lanes)
+            _export_threads(one, run_id, writer, names, lanes)
+            n_flows = _export_flows(one, run_id, where, window, batch_rows, writer, moved)
+            _export_instants(one, run_id, where, window, batch_rows, writer)
+            _export_counters(one, run_id, where, window, batch_rows, writer)
             if where.cats is None or where.cats & {"memory", "cpu_instant_event", MEMORY_COUNTER_CAT}:
                 export_memory_counters(wh, run_id, ref.day, window=window, batch_rows=batch_rows,
                                        write=writer.write, fmt_ts=us)
             fh.write('\n],\n"displayTimeUnit": "ns"}\n')
     return ExportResult(path, run_id, writer.count, n_flows, len(lanes))
+
+
+class _Scans(Protocol):
+    """What the export's helpers read: the rows of a table."""
+
+    def scan(self, table: str) -> pl.LazyFrame: ...
+
+
+class _OneRun:
+    """``wh``'s scans of run tables restricted to one run's ``day`` partition (all of them
+    for a run without one: a run's rows are all in its day)."""
+
+    def __init__(self, wh: WarehouseLike, day: dt.date | None) -> None:
+        self._wh = wh
+        self._days = None if day is None else {day}
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        return self._wh.scan(table, days=self._days)
 
 
 class _Writer:
@@ -173,7 +193,7 @@ def _metadata(text: str | None) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if k not in _DROP_KEYS} if isinstance(meta, dict) else {}
 
 
-def _step_window(wh: WarehouseLike, run_id: str, steps: tuple[int, int] | None) -> tuple[int, int] | None:
+def _step_window(wh: _Scans, run_id: str, steps: tuple[int, int] | None) -> tuple[int, int] | None:
     """[start, end) of steps A..B: their CPU spans and the GPU ops they launched."""
     if steps is None:
         return None
@@ -196,7 +216,7 @@ def _step_window(wh: WarehouseLike, run_id: str, steps: tuple[int, int] | None) 
     return int(span["s"][0]), max(int(span["e"][0]), int(gpu_end or 0))
 
 
-def _rows(wh: WarehouseLike, table: str, run_id: str, window: tuple[int, int] | None) -> pl.LazyFrame:
+def _rows(wh: _Scans, table: str, run_id: str, window: tuple[int, int] | None) -> pl.LazyFrame:
     lf = wh.scan(table).filter(pl.col("run_id") == run_id)
     if window is not None:
         lf = lf.filter(pl.col("ts_ns") >= window[0], pl.col("ts_ns") < window[1])
@@ -204,7 +224,7 @@ def _rows(wh: WarehouseLike, table: str, run_id: str, window: tuple[int, int] | 
 
 
 def _export_slices(
-    wh: WarehouseLike, table: str, run_id: str, where: ExportFilter,
+    wh: _Scans, table: str, run_id: str, where: ExportFilter,
     window: tuple[int, int] | None, batch_rows: int, writer: _Writer,
     moved: dict[tuple[int | None, int | None, int], str],
     lanes: set[tuple[int | None, int | None, str, str | None]],
@@ -293,7 +313,7 @@ def _write_tracks(
         writer.write("{" + ", ".join(parts) + "}")
 
 
-def _thread_names(wh: WarehouseLike, run_id: str) -> dict[tuple[int | None, int | None], str]:
+def _thread_names(wh: _Scans, run_id: str) -> dict[tuple[int | None, int | None], str]:
     df = (
         wh.scan("threads")
         .filter(pl.col("run_id") == run_id, pl.col("kind") == "thread_name")
@@ -304,7 +324,7 @@ def _thread_names(wh: WarehouseLike, run_id: str) -> dict[tuple[int | None, int 
 
 
 def _export_threads(
-    wh: WarehouseLike, run_id: str, writer: _Writer,
+    wh: _Scans, run_id: str, writer: _Writer,
     names: dict[tuple[int | None, int | None], str],
     lanes: set[tuple[int | None, int | None, str, str | None]],
 ) -> None:
@@ -341,7 +361,7 @@ def _index_slices(lf: pl.LazyFrame, batch_rows: int) -> Iterator[pl.DataFrame]:
 
 
 def _export_flows(
-    wh: WarehouseLike, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
+    wh: _Scans, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
     batch_rows: int, writer: _Writer, moved: dict[tuple[int | None, int | None, int], str],
 ) -> int:
     lf = _rows(wh, "flows", run_id, window)
@@ -365,7 +385,7 @@ def _export_flows(
 
 
 def _export_instants(
-    wh: WarehouseLike, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
+    wh: _Scans, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
     batch_rows: int, writer: _Writer,
 ) -> None:
     lf = _rows(wh, "instants", run_id, window)
@@ -388,7 +408,7 @@ def _export_instants(
 
 
 def _export_counters(
-    wh: WarehouseLike, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
+    wh: _Scans, run_id: str, where: ExportFilter, window: tuple[int, int] | None,
     batch_rows: int, writer: _Writer,
 ) -> None:
     # memory counters are derived from the [memory] instants: written again below, not twice

@@ -37,15 +37,17 @@ NO_OPERATOR = "(no CPU operator)"  # linked GPU ops whose launch no CPU operator
 
 def gpu_stacks(wh: WarehouseLike, run: RunSelector) -> Counter[tuple[str, ...]]:
     """GPU time (ns) per stack of run ``run`` (root first)."""
-    run_id: str = wh.resolve_run(run).run_id
+    ref = wh.resolve_run(run)
+    run_id: str = ref.run_id
+    days = None if ref.day is None else {ref.day}  # its partition: the same cost at any history length
     ops = (
-        wh.scan("gpu_ops")
+        wh.scan("gpu_ops", days=days)
         .filter(pl.col("run_id") == run_id, pl.col("dur_ns").is_not_null())
         .select("short_name", "name", "dur_ns", "op_name", "op_ts_ns", "op_dur_ns",
                 "launch_pid", "launch_tid", "module_path")
         .collect()
     )
-    chains = _op_chains(wh, run_id) if ops["op_name"].is_not_null().any() else {}
+    chains = _op_chains(wh, run_id, days) if ops["op_name"].is_not_null().any() else {}
     stacks: Counter[tuple[str, ...]] = Counter()
     for r in ops.iter_rows(named=True):
         frames: list[str] = []
@@ -62,10 +64,10 @@ def gpu_stacks(wh: WarehouseLike, run: RunSelector) -> Counter[tuple[str, ...]]:
 
 
 def _op_chains(
-    wh: WarehouseLike, run_id: str
+    wh: WarehouseLike, run_id: str, days: set[Any] | None
 ) -> dict[tuple[Any, Any, Any, Any, Any], tuple[str, ...]]:
     """(pid, tid, ts_ns, dur_ns, name) of each cpu_op -> its chain of names, outermost first."""
-    nest = wh.call("cpu_op_nesting", run_id).select(
+    nest = wh.call("cpu_op_nesting", run_id, days=days).select(
         "pid", "tid", "event_index", "name", "ts_ns", "dur_ns", "parent_event_index"
     )
     parent = dict(zip(nest["event_index"].to_list(), nest["parent_event_index"].to_list(), strict=True))

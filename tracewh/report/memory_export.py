@@ -69,13 +69,14 @@ def export_memory_counters(
         Integer ns -> the trace's decimal µs text (for an event before the epoch; others
         are formatted the same way, vectorised).
     """
+    days = None if day is None else {day}  # the run's partition: the same cost at any history length
     gpu_pids = {
         r[0]: r[1]
-        for r in wh.scan("gpu_ops").filter(pl.col("run_id") == run_id, pl.col("pid").is_not_null())
+        for r in wh.scan("gpu_ops", days=days).filter(pl.col("run_id") == run_id, pl.col("pid").is_not_null())
         .group_by("device").agg(pl.col("pid").min()).collect().iter_rows()
     }
     mem_gpus = (
-        wh.scan("instants")
+        wh.scan("instants", days=days)
         .filter(pl.col("run_id") == run_id, pl.col("name") == "[memory]", pl.col("device_type") != 0)
         .select(pl.col("device_type"), pl.col("device_id")).unique().collect().height
     )
