@@ -22,7 +22,6 @@ from tracewh.report.export import export_trace
 from tracewh.report.flame import write_flame
 from tracewh.synth import SynthConfig, write_history
 
-
 FRAME = sorted(FRAMES)[0]
 
 
@@ -60,7 +59,7 @@ def test_other_days_files_are_never_opened(two_days: Warehouse, tmp_path: Path) 
     import shutil
 
     wh = Warehouse(shutil.copytree(two_days.root, tmp_path / "wh"))
-    (first, day1), (second, day2) = wh.runs().sort("day").select("run_id", "day").rows()
+    (first, day1), (_, day2) = wh.runs().sort("day").select("run_id", "day").rows()
     for table in ("gpu_ops", "events", "instants", "threads", "flows", "steps"):
         for f in _day_files(wh, table, day2):
             f.write_bytes(b"not parquet")
