@@ -90,7 +90,8 @@ SELECT pg, pg_desc, pg_ranks, seq, collective, kinds, dtype, msg_bytes, out_byte
        CASE WHEN comm_ns > 0 THEN bw_bytes / comm_ns END AS algbw_gbps,
        busbw_factor,
        CASE WHEN comm_ns > 0 THEN bw_bytes / comm_ns * busbw_factor END AS busbw_gbps,
-       CAST(n_ranks * last_start_ns - sum_start_ns AS BIGINT) AS wait_ns
+       -- in HUGEINT (sum_start_ns is): n_ranks x a start in ns since 1970 passes int64 from 6 ranks on
+       CAST(CAST(n_ranks AS HUGEINT) * last_start_ns - sum_start_ns AS BIGINT) AS wait_ns
 FROM b
 ORDER BY first_start_ns, pg, seq;
 

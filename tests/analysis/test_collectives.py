@@ -186,3 +186,25 @@ def test_busbw_factors_of_all_gather_reduce_scatter_all_to_all(shared_traces: Pa
         assert g["busbw_gbps"] == pytest.approx(bw_bytes / c.dur_ns * (n - 1) / n, rel=1e-9)
         seen.add(kind)
     assert seen == {"all_gather", "reduce_scatter", "all_to_all"}
+
+
+def test_wait_of_an_8_rank_job_at_epoch_timestamps(tmp_path: Path) -> None:
+    """``wait_ns`` of a collective is n_ranks x its last start - the sum of starts: with starts in
+    ns since 1970 (~1.6e18), n_ranks x start passes int64 from 6 ranks on (issue 35: the report of
+    a 20-rank fleet job failed with "Overflow in multiplication of INT64")."""
+    from tracewh.synth import SynthConfig, write_traces
+
+    write_traces(tmp_path / "tr", SynthConfig(ranks=8, steps=2, layers=1, seed=3))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([tmp_path / "tr"], jobs=1).ok
+    ops = wh.sql("SELECT pg_name, pg_ranks, seq, ts_ns FROM collective_ops((SELECT list(run_id) FROM runs))")
+    assert ops["ts_ns"].min() > 10**18
+    want = ops.group_by("pg_name", "pg_ranks", "seq").agg(
+        ((pl.col("ts_ns").max() - pl.col("ts_ns")).sum()).alias("wait"), pl.len().alias("n"))
+    got = wh.sql("SELECT pg AS pg_name, pg_ranks, seq, wait_ns, n_ranks FROM "
+                 "collective_matches((SELECT list(run_id) FROM runs))")
+    both = want.join(got, on=["pg_name", "pg_ranks", "seq"], how="full", nulls_equal=True)
+    assert both.height == got.height == want.height > 0
+    assert (both["n_ranks"] == 8).all() and (both["n"] == 8).all()
+    assert both["wait_ns"].to_list() == both["wait"].to_list()
+    assert wh.sql("SELECT * FROM collective_rank_waits((SELECT list(run_id) FROM runs))").height == 8
