@@ -2,7 +2,9 @@
 
 The warehouses (``bench/fleet_build.py``: 3 workloads x 2 ranks a night, 4 injected
 regressions) are built once under ``--root`` (default ``/work/data-fleet``, else
-``data/bench/fleet``) and reused. Then, per size, interleaved (each round runs every command
+``data/bench/fleet``) and reused. A 30,000-run one is made from the 3,000-run one by
+``python -m bench.fleet_replicate`` (the same 500 nights, each job on 20 ranks: minutes,
+not the 7-11 hours of a build), which writes the ``BUILT`` marker ``build`` looks for. Then, per size, interleaved (each round runs every command
 at every size before the next round, so a change of load on a shared machine hits all sizes
 alike; medians of ``--rounds``, after one unmeasured pass at the smallest size):
 
@@ -55,7 +57,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_build import REGRESSIONS, START, build, nights_of
+from bench.fleet_build import REGRESSIONS, START, build
 
 HERE = Path(__file__).resolve().parent
 TRACEWH = str(Path(sys.executable).with_name("tracewh"))
@@ -200,9 +202,12 @@ def precision(wh: Path, n_runs: int) -> bool:
     """``changes`` over the whole history: each injection exactly one group within a night."""
     from tracewh.api import Warehouse
 
-    res = Warehouse(wh).changes(since=dt.date(2000, 1, 1))
+    w = Warehouse(wh)
+    res = w.changes(since=dt.date(2000, 1, 1))
     ch = res.changes
-    nights = nights_of(n_runs)
+    # the warehouse's own nights: a replicated one (bench/fleet_replicate.py) has more runs a
+    # night, not more nights (nights_of(n_runs) is what bench/fleet_build.py builds)
+    nights = int(w.sql("SELECT count(DISTINCT day) AS n FROM runs")["n"][0])
     found: list[tuple[int, dt.date, str, str]] = []
     for g in ch["group"].unique().sort().to_list():
         rows = ch.filter(ch["group"] == g)
