@@ -123,3 +123,38 @@ def test_bounds_lexical_and_links(tmp_path: Path) -> None:
     for bad in ("s3://b/wh/tables/runs/../x.parquet", "s3://b/other/x.parquet",
                 "s3://b/wh/tables/runs/s3://evil/x", "s3://b/wh/tables/runs/_delta_log/x"):
         assert s3.problem(bad) is not None, bad
+
+
+def _plant_gpu_ops(wh: Path, day: str) -> str:
+    """A commit adding to gpu_ops, in partition ``day``, a file outside the table (traversal)."""
+    table = wh / "tables" / "gpu_ops"
+    real = sorted(table.rglob("*.parquet"))[0]
+    outside = wh.parent / "outside-gpu" / "private.parquet"
+    outside.parent.mkdir(exist_ok=True)
+    shutil.copy(real, outside)
+    rel = "../../../outside-gpu/private.parquet"
+    log = table / "_delta_log"
+    version = max(int(p.stem) for p in log.glob("*.json")) + 1
+    add = {"add": {"path": rel, "partitionValues": {"day": day}, "size": outside.stat().st_size,
+                   "modificationTime": int(time.time() * 1000), "dataChange": True}}
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}
+    (log / f"{version:020d}.json").write_text(json.dumps(info) + "\n" + json.dumps(add) + "\n")
+    return rel
+
+
+def test_only_the_files_a_query_selects_are_checked(wh: Path) -> None:
+    """A query of one run's day checks (and reads) that day's files only: a bad entry in
+    another day's partition is refused by whatever reads it (a whole-table query, verify),
+    not by the run's own queries; one in the run's day is refused by them too."""
+    day = Warehouse(wh).runs()["day"][0].isoformat()
+    rel = _plant_gpu_ops(wh, "2099-01-01")
+    ok = _run("kernels", "-w", str(wh))
+    assert ok.returncode == 0, ok.stderr  # the run's day holds no bad file
+    whole = _run("sql", "SELECT count(*) AS n FROM gpu_ops", "-w", str(wh))
+    assert whole.returncode in (1, 2) and "outside the table" in whole.stderr, whole.stderr
+    v = _run("verify", "-w", str(wh))
+    assert v.returncode == 1 and rel in v.stdout, v.stdout
+    _plant_gpu_ops(wh, day)  # now in the run's own day
+    bad = _run("kernels", "-w", str(wh))
+    assert bad.returncode in (1, 2) and "outside the table" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr

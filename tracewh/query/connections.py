@@ -111,8 +111,9 @@ class Connections:
                 tables=[n for n, _ in tables], schema_key=catalog_schema_key(con)
             )
             # each table's log is read when a query first needs it (runs at once)
-            live = LiveSnapshot(lambda name: self.guard_log(lambda: self.store.table_live(name)),
-                                [n for n, _ in tables])  # fmt: skip
+            # (the files a query selects are checked to lie inside their table: check=)
+            live = LiveSnapshot(lambda name: self.guard_log(lambda: self.store.table_entries(name)),
+                                [n for n, _ in tables], check=self.store.check_files)  # fmt: skip
             if not live.get("runs"):
                 raise EmptyWarehouseError(self.store.root)
             if self.store.remote:

@@ -10,8 +10,9 @@ the same way.
 
 :class:`TableBounds` says, for each file the log names, whether it lies inside the table:
 lexically (no ``..``, no absolute path or URL escaping the table's folder), and on a local
-disk also once links are resolved (each folder's real path is resolved once; a file is
-resolved only when it is a link itself). Readers (:meth:`tracewh.storage.store.Store.snapshot_live`),
+disk also once links are resolved (each folder's real path is resolved once, and its links
+listed once; a file is resolved only when it is a link itself: a table of 27,000 files is
+checked with one ``scandir`` per folder, not an ``lstat`` per file). Readers (:meth:`tracewh.storage.store.Store.snapshot_live`),
 ``compact`` and ``verify`` refuse such a file, naming it.
 """
 
@@ -37,6 +38,7 @@ class TableBounds:
         self.root = root.rstrip("/") if remote else os.path.normpath(root)
         self._real_root = "" if remote else os.path.realpath(self.root)
         self._real_dirs: dict[str, str] = {}
+        self._links: dict[str, frozenset[str]] = {}  # folder -> names of the links in it
 
     def problem(self, path: str) -> str | None:
         """Why ``path`` (as the reader would open it) is not a data file of the table, or None."""
@@ -61,11 +63,23 @@ class TableBounds:
             real_parent = self._real_dirs[parent] = os.path.realpath(parent)
         if real_parent != self._real_root and not real_parent.startswith(self._real_root + os.sep):
             return "lies outside the table (a folder on its way is a link out of it)"
-        if os.path.islink(norm):
+        if os.path.basename(norm) in self._links_in(parent):
             real = os.path.realpath(norm)
             if not real.startswith(self._real_root + os.sep):
                 return "is a link to a file outside the table"
         return None
+
+    def _links_in(self, folder: str) -> frozenset[str]:
+        """The names of the symbolic links in ``folder`` (listed once; none if unreadable)."""
+        found = self._links.get(folder)
+        if found is None:
+            try:
+                with os.scandir(folder) as entries:
+                    found = frozenset(e.name for e in entries if e.is_symlink())
+            except OSError:
+                found = frozenset()
+            self._links[folder] = found
+        return found
 
     def relative(self, path: str) -> str:
         """``path`` relative to the table (for messages), or ``path`` itself when outside."""

@@ -26,26 +26,50 @@ LiveFiles = list[tuple[str, str | None]]
 class LiveSnapshot(Mapping[str, LiveFiles]):
     """Table name -> its live files, read by ``read(name)`` on first use (``runs`` at once).
 
-    ``skip``: tables that count as empty (never read).
+    ``skip``: tables that count as empty (never read). ``check``: where ``read`` does not
+    check that the files lie inside their table, ``check(name, paths)`` does (raising for
+    the first that does not): ``snapshot[name]`` checks every file of the table,
+    :meth:`checked` only those a query selects (:func:`tracewh.storage.store.select_files`).
     """
 
     def __init__(self, read: Callable[[str], LiveFiles], names: Sequence[str], *,
-                 skip: Sequence[str] = ()) -> None:  # fmt: skip
+                 skip: Sequence[str] = (),
+                 check: Callable[[str, Sequence[str]], None] | None = None) -> None:  # fmt: skip
         self._read = read
+        self._check = check
         self._names = (["runs"] if "runs" in names else []) + [n for n in names if n != "runs"]
         self._skip = frozenset(skip)
         self._got: dict[str, LiveFiles] = {}
+        self._ok: dict[str, set[str]] = {}  # files checked so far, per table
         self._lock = threading.Lock()
         if "runs" in self._names:
             self["runs"]
 
     def __getitem__(self, name: str) -> LiveFiles:
+        found = self.entries(name)
+        self.checked(name, [path for path, _ in found])
+        return found
+
+    def entries(self, name: str) -> LiveFiles:
+        """The table's live files as read, not yet checked (see ``check``)."""
         if name not in self._names:
             raise KeyError(name)
         with self._lock:  # one read per table, whichever thread asks first
             if name not in self._got:
                 self._got[name] = [] if name in self._skip else self._read(name)
             return self._got[name]
+
+    def checked(self, name: str, paths: list[str]) -> list[str]:
+        """``paths`` (files of table ``name``), once ``check`` found each inside the table."""
+        if self._check is None:
+            return paths
+        with self._lock:
+            ok = self._ok.setdefault(name, set())
+            new = [p for p in paths if p not in ok]
+            if new:
+                self._check(name, new)
+                ok.update(new)
+        return paths
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)

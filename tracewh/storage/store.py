@@ -36,7 +36,7 @@ import fcntl
 import os
 import re
 import urllib.parse
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -102,6 +102,10 @@ def select_files(
     from tracewh.schema.plain import tables  # the schema without pyarrow (a query's start)
 
     plain = tables()
+    # a LiveSnapshot with a check: read each table's entries unchecked and check only the
+    # files selected (a plain mapping's files are taken as they are)
+    entries = getattr(live, "entries", live.__getitem__)
+    checked = getattr(live, "checked", lambda name, paths: paths)
     restricted = days is not None or since is not None
     wanted = {d.isoformat() for d in days} if days is not None else None
     after = since.isoformat() if since is not None else None
@@ -110,16 +114,16 @@ def select_files(
         if restricted and name == "ingest_log":
             files[name] = []
         elif not restricted or not run_child.get(name, False):
-            files[name] = [path for path, _ in live[name]]
+            files[name] = checked(name, [path for path, _ in entries(name)])
         elif wanted is not None and not wanted and name in plain and plain[name].partition_by:
             files[name] = []  # no day: its log need not be read (a LiveSnapshot reads it lazily)
         else:  # ISO dates compare as text in date order
-            files[name] = [
-                path for path, day in live[name]
+            files[name] = checked(name, [
+                path for path, day in entries(name)
                 # a run-child table without partitions (run_series) is read whole
                 if day is None or ((wanted is None or day in wanted)
                                    and (after is None or day >= after))
-            ]
+            ])
     return files
 
 
@@ -253,14 +257,19 @@ class Store(Writes, Schemas, Locks):
         one outside it raises :class:`WarehouseError` naming the file, and nothing is read.
         """
         found = self._live_unchecked(name)
+        self.check_files(name, [path for path, _ in found])
+        return found
+
+    def check_files(self, name: str, paths: Sequence[str]) -> None:
+        """Raise :class:`WarehouseError` naming the first of ``paths`` (files table ``name``'s
+        log names) that does not lie inside the table (:class:`TableBounds`)."""
         bounds = TableBounds(self.table_uri(name), remote=self.remote)
-        for path, _ in found:
+        for path in paths:
             why = bounds.problem(path)
             if why is not None:
                 raise WarehouseError(
                     self.root, f"table {name}: its log names a data file that {why}: "
                     f"{bounds.relative(path)} (nothing was read; run `tracewh verify`)")
-        return found
 
     def _live_unchecked(self, name: str) -> list[tuple[str, str | None]]:
         if not self.remote:
@@ -341,11 +350,19 @@ class Store(Writes, Schemas, Locks):
             from tracewh.schema.arrow import TABLES
 
             tables = [(n, spec.is_run_child) for n, spec in TABLES.items()]
-        return LiveSnapshot(self.table_live, [n for n, _ in tables], skip=list(skip))
+        return LiveSnapshot(self.table_entries, [n for n, _ in tables], skip=list(skip),
+                            check=self.check_files)
 
     def table_live(self, name: str) -> list[tuple[str, str | None]]:
         """(file, ``day`` partition value) of each live file of table ``name`` (see :meth:`_live`)."""
         return self._live(name)
+
+    def table_entries(self, name: str) -> list[tuple[str, str | None]]:
+        """As :meth:`table_live`, but not checked to lie inside the table: for a
+        :class:`LiveSnapshot` with ``check=check_files``, which checks the files a query
+        selects (a query of one day of a 30,000-run warehouse checks that day's files, not
+        270,000)."""
+        return self._live_unchecked(name)
 
     def snapshot_files(
         self,
