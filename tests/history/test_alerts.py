@@ -254,3 +254,35 @@ def test_an_8pct_straggler_rank_is_flagged_in_every_step(tmp_path: Any) -> None:
     assert set(flagged["rank"]) == {2} and flagged.height == 4
     ratios = st.filter(pl.col("rank") == 2)["ratio"].to_list()
     assert all(1.05 < r < 1.11 for r in ratios)
+
+
+def test_a_window_from_the_first_day_is_the_whole_history(tmp_path: Any, monkeypatch: Any) -> None:
+    """series_values(since=<the first run's day or earlier>) is since=None's query: in a
+    session one query serves both (a report's `changes --since <window>` and `check`)."""
+    from tracewh.api import Warehouse
+    from tracewh.history.alerts import series_values
+    from tracewh.synth import SynthConfig, write_history
+
+    write_history(tmp_path / "t", SynthConfig(steps=2, layers=1, ranks=1, seed=11), runs=3,
+                  start=dt.date(2025, 1, 1))
+    wh = Warehouse(tmp_path / "wh")
+    assert wh.ingest([tmp_path / "t"], jobs=1).ok
+    queries: list[str] = []
+    with wh.session():
+        real = wh.sql
+
+        def counted(query: str, *args: Any, **kwargs: Any) -> Any:
+            if "series_values(" in query:
+                queries.append(query)
+            return real(query, *args, **kwargs)
+
+        monkeypatch.setattr(wh, "sql", counted)
+        whole = series_values(wh, since=None)
+        for first in (dt.date(2025, 1, 1), dt.date(2024, 6, 1)):
+            assert series_values(wh, since=first) is whole  # the memo of since=None
+        assert len(queries) == 1
+        later = series_values(wh, since=dt.date(2025, 1, 2))  # a real window: its own query
+        assert len(queries) == 2
+    key = ["run_id", "metric", "key"]
+    assert set(later["run_id"]) < set(whole["run_id"]) and later.height < whole.height
+    assert whole.sort(key).equals(series_values(wh, since=dt.date(2025, 1, 1)).sort(key))

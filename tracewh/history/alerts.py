@@ -48,6 +48,11 @@ def series_values(
     partitions of runs without them are opened (:func:`~tracewh.history.runseries.unstored_days`); with one, every
     run's tables of day >= ``since``.
     """
+    if since is not None and since <= memoized(src, ("first_day",), lambda: _first_day(src)):
+        # a window from the first run's day on is the whole history: one query (and one
+        # memo key) for `changes --since <first day>` and `check`'s since=None
+        since = None
+
     def compute() -> pl.DataFrame:
         plain = kernel is None and category is None and module is None
         return src.sql(
@@ -59,6 +64,15 @@ def series_values(
         )
 
     return memoized(src, ("series_values", since, kernel, category, module), compute)
+
+
+def _first_day(src: Source) -> dt.date:
+    """The earliest ``day`` of the visible runs; ``date.min`` when a run has none (a window
+    then never stands for the whole history: ``day >= since`` leaves such a run out)."""
+    row = src.sql("SELECT min(day) AS first, count(*) FILTER (WHERE day IS NULL) AS undated"
+                  " FROM runs", days=set()).row(0)
+    first, undated = row
+    return dt.date.min if undated or first is None else cast("dt.date", first)
 
 
 def commit_label(labels_json: str | None) -> str | None:
