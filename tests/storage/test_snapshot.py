@@ -50,3 +50,27 @@ def test_no_day_asked_no_partitioned_log_read() -> None:
 def test_an_unknown_table_is_a_key_error() -> None:
     with pytest.raises(KeyError):
         _snapshot([])["events"]
+
+
+def test_days_taken_by_index_equal_the_scan_of_every_entry() -> None:
+    """A LiveSnapshot picks a query's days by its day index (not by going over every entry):
+    the same files, in the log's order, as a plain mapping's scan; and it checks just those."""
+    days = [f"2020-01-{d:02d}" for d in (3, 1, 2, 1, 3, 2)]  # interleaved: order must be kept
+    files = {
+        "runs": [("runs/a.parquet", None)],
+        "gpu_ops": [(f"gpu_ops/day={d}/f{i}.parquet", d) for i, d in enumerate(days)],
+        "run_series": [("run_series/b.parquet", None), ("run_series/a.parquet", None)],
+    }
+    child = {"runs": False, "gpu_ops": True, "run_series": True}
+    checked: list[tuple[str, list[str]]] = []
+    live = LiveSnapshot(lambda name: files[name], list(files),
+                        check=lambda name, paths: checked.append((name, list(paths))))
+    for kw in ({"days": {dt.date(2020, 1, 1)}}, {"days": {dt.date(2020, 1, 3), dt.date(2020, 1, 2)}},
+               {"since": dt.date(2020, 1, 2)}, {"days": {dt.date(2020, 1, 1)}, "since": dt.date(2020, 1, 2)},
+               {"days": set()}, {}):
+        got = select_files(live, child, **kw)  # type: ignore[arg-type]
+        assert got == select_files(files, child, **kw), kw  # type: ignore[arg-type]
+    one = select_files(live, child, days={dt.date(2020, 1, 2)})
+    assert one["gpu_ops"] == ["gpu_ops/day=2020-01-02/f2.parquet", "gpu_ops/day=2020-01-02/f5.parquet"]
+    assert ("gpu_ops", ["gpu_ops/day=2020-01-01/f1.parquet", "gpu_ops/day=2020-01-01/f3.parquet"]) in checked
+    assert all(len(p) <= 6 for _, p in checked)

@@ -41,6 +41,7 @@ class LiveSnapshot(Mapping[str, LiveFiles]):
         self._skip = frozenset(skip)
         self._got: dict[str, LiveFiles] = {}
         self._ok: dict[str, set[str]] = {}  # files checked so far, per table
+        self._days: dict[str, dict[str | None, list[tuple[int, str]]]] = {}  # see by_day
         self._lock = threading.Lock()
         if "runs" in self._names:
             self["runs"]
@@ -58,6 +59,20 @@ class LiveSnapshot(Mapping[str, LiveFiles]):
             if name not in self._got:
                 self._got[name] = [] if name in self._skip else self._read(name)
             return self._got[name]
+
+    def by_day(self, name: str) -> dict[str | None, list[tuple[int, str]]]:
+        """The table's entries by ``day`` partition value (None: no partition), each with its
+        position in the log's order: a query of a few days takes theirs without going over
+        every entry (270,000 at 30,000 runs) each time (built once per table)."""
+        found = self.entries(name)
+        with self._lock:
+            index = self._days.get(name)
+            if index is None:
+                index = {}
+                for pos, (path, day) in enumerate(found):
+                    index.setdefault(day, []).append((pos, path))
+                self._days[name] = index
+            return index
 
     def checked(self, name: str, paths: list[str]) -> list[str]:
         """``paths`` (files of table ``name``), once ``check`` found each inside the table."""

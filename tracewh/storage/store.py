@@ -106,6 +106,7 @@ def select_files(
     # files selected (a plain mapping's files are taken as they are)
     entries = getattr(live, "entries", live.__getitem__)
     checked = getattr(live, "checked", lambda name, paths: paths)
+    by_day = getattr(live, "by_day", None)
     restricted = days is not None or since is not None
     wanted = {d.isoformat() for d in days} if days is not None else None
     after = since.isoformat() if since is not None else None
@@ -118,12 +119,17 @@ def select_files(
         elif wanted is not None and not wanted and name in plain and plain[name].partition_by:
             files[name] = []  # no day: its log need not be read (a LiveSnapshot reads it lazily)
         else:  # ISO dates compare as text in date order
-            files[name] = checked(name, [
-                path for path, day in entries(name)
-                # a run-child table without partitions (run_series) is read whole
-                if day is None or ((wanted is None or day in wanted)
-                                   and (after is None or day >= after))
-            ])
+            # a run-child table without partitions (run_series) is read whole (day None)
+            def keep(day: str | None) -> bool:
+                return day is None or ((wanted is None or day in wanted)
+                                       and (after is None or day >= after))
+
+            if by_day is not None:  # a LiveSnapshot: the chosen days' files, in log order
+                groups = by_day(name)
+                picked = sorted(e for day, group in groups.items() if keep(day) for e in group)
+                files[name] = checked(name, [path for _, path in picked])
+            else:
+                files[name] = checked(name, [path for path, day in entries(name) if keep(day)])
     return files
 
 
