@@ -6,8 +6,7 @@ import datetime as dt
 
 import pytest
 
-from tracewh.storage.snapshot import LiveSnapshot
-from tracewh.storage.store import select_files
+from tracewh.storage.snapshot import LiveSnapshot, select_files
 
 FILES = {
     "runs": [("runs/a.parquet", None)],

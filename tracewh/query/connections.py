@@ -32,8 +32,8 @@ from tracewh.query.db import (
 from tracewh.query.pinned import Pinned
 from tracewh.query.settings import PrivateTemp, QuerySettings
 from tracewh.query.udfs import register_functions
-from tracewh.storage.snapshot import LiveSnapshot
-from tracewh.storage.store import Store, select_files
+from tracewh.storage.snapshot import LiveSnapshot, select_files
+from tracewh.storage.store import Store
 
 __all__ = ["Connections"]
 

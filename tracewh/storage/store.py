@@ -52,7 +52,7 @@ from tracewh.storage.confined import TableBounds
 from tracewh.storage.locks import Locks
 from tracewh.storage.schemas import Schemas
 from tracewh.storage.scratch import scratch_dir
-from tracewh.storage.snapshot import LiveSnapshot
+from tracewh.storage.snapshot import LiveSnapshot, select_files
 from tracewh.storage.writes import (
     DuplicateRunError,
     ReaderFactory,
@@ -79,58 +79,6 @@ _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 def is_url(root: str | Path) -> bool:
     """Whether ``root`` is an object-store URL (``s3://...``) rather than a local path."""
     return isinstance(root, str) and bool(_URL.match(root)) and not root.startswith("file://")
-
-
-def select_files(
-    live: Mapping[str, list[tuple[str, str | None]]],
-    run_child: Mapping[str, bool],
-    *,
-    days: Collection[date] | None = None,
-    since: date | None = None,
-    names: Collection[str] | None = None,
-) -> dict[str, list[str]]:
-    """The files of a snapshot (:meth:`Store.snapshot_live`) that a query reads.
-
-    ``names``: of those tables only (default: all of ``live``); a table whose files the
-    restriction leaves out entirely is not looked up in ``live`` (a
-    :class:`~tracewh.storage.snapshot.LiveSnapshot` then never reads its log).
-
-    With ``days`` and/or ``since``, run-child tables keep only the files of
-    those ``day`` partitions (and ``ingest_log`` none: per-run analyses never
-    read it); other tables, and run-child tables without partitions, keep every file.
-    """
-    from tracewh.schema.plain import tables  # the schema without pyarrow (a query's start)
-
-    plain = tables()
-    # a LiveSnapshot with a check: read each table's entries unchecked and check only the
-    # files selected (a plain mapping's files are taken as they are)
-    entries = getattr(live, "entries", live.__getitem__)
-    checked = getattr(live, "checked", lambda name, paths: paths)
-    by_day = getattr(live, "by_day", None)
-    restricted = days is not None or since is not None
-    wanted = {d.isoformat() for d in days} if days is not None else None
-    after = since.isoformat() if since is not None else None
-    files: dict[str, list[str]] = {}
-    for name in names if names is not None else live:
-        if restricted and name == "ingest_log":
-            files[name] = []
-        elif not restricted or not run_child.get(name, False):
-            files[name] = checked(name, [path for path, _ in entries(name)])
-        elif wanted is not None and not wanted and name in plain and plain[name].partition_by:
-            files[name] = []  # no day: its log need not be read (a LiveSnapshot reads it lazily)
-        else:  # ISO dates compare as text in date order
-            # a run-child table without partitions (run_series) is read whole (day None)
-            def keep(day: str | None) -> bool:
-                return day is None or ((wanted is None or day in wanted)
-                                       and (after is None or day >= after))
-
-            if by_day is not None:  # a LiveSnapshot: the chosen days' files, in log order
-                groups = by_day(name)
-                picked = sorted(e for day, group in groups.items() if keep(day) for e in group)
-                files[name] = checked(name, [path for _, path in picked])
-            else:
-                files[name] = checked(name, [path for path, day in entries(name) if keep(day)])
-    return files
 
 
 @dataclass(frozen=True)
