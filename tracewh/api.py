@@ -161,8 +161,7 @@ class Warehouse(QueryMethods):
         """Per-run analysis ``name`` as a LazyFrame, by its Polars definition (:func:`tracewh.analysis.frames.frame`)."""
         from tracewh.analysis.frames import frame
         ref = self.resolve_run(run)
-        days = None if ref.day is None else {ref.day}  # the run's partition: any history length
-        return frame(name, self.scan("gpu_ops", days=days), ref.run_id, **options)
+        return frame(name, self.scan("gpu_ops", days=ref.days), ref.run_id, **options)
 
     # ------------------------------------------------------------------- runs
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:

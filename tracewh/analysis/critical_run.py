@@ -9,7 +9,7 @@ run's collectives waited for on the other ranks of its job comes from ``collecti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -43,7 +43,7 @@ def run_critical_path(
     >>> Warehouse("wh").critical_path("latest", step=3).by_bound  # doctest: +SKIP
     """
     lo = hi = None
-    day = _day(ref)  # the run's partition: the cost of a run is the same at any history length
+    day = ref.days  # the run's partition: the cost of a run is the same at any history length
     if step is not None:
         win = wh.call("cp_step_window", ref.run_id, step=step, days=day)
         if win.is_empty():
@@ -74,11 +74,6 @@ def run_critical_path(
     return path
 
 
-def _day(ref: RunRef) -> set[Any] | None:
-    """The run's ``day`` partition as ``days=`` (None: every partition, for a run without one)."""
-    return None if ref.day is None else {ref.day}
-
-
 def step_critical_paths(
     wh: Catalog, ref: RunRef, *, data_loading: Sequence[str] = (), max_steps: int | None = None,
 ) -> pl.DataFrame:
@@ -96,7 +91,7 @@ def step_critical_paths(
     import polars as pl
 
     schema = {"step": pl.Int64, "total_ns": pl.Int64, **{f"{b}_ns": pl.Int64 for b in cp.BOUNDS}}
-    day = _day(ref)
+    day = ref.days
     windows = wh.call("cp_step_windows", ref.run_id, days=day)
     if max_steps is not None:
         windows = windows.head(max_steps)
@@ -173,7 +168,7 @@ def critical_path_history(
     with wh.session():
         for ref in refs:
             steps = wh.sql("SELECT DISTINCT step FROM steps WHERE run_id = $r ORDER BY step",
-                           {"r": ref.run_id}, days=_day(ref))["step"].to_list()
+                           {"r": ref.run_id}, days=ref.days)["step"].to_list()
             step = int(steps[step_index]) if len(steps) > step_index else None
             path = run_critical_path(wh, ref, step=step, data_loading=data_loading)
             total = path.total_ns

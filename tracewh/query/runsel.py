@@ -81,6 +81,12 @@ class RunRef:
         """The first 8 hex digits of the run id."""
         return self.run_id[:8]
 
+    @property
+    def days(self) -> set[Any] | None:
+        """The run's ``day`` partition as a query's ``days=`` (None: every partition, for a run
+        without one): a query of the run then costs the same at any history length."""
+        return None if self.day is None else {self.day}
+
 
 #: What a run argument of the API accepts: a selector (``"latest"``, a run_id prefix,
 #: ``"model=x,rank=0"``), a list of selector terms, or an already resolved :class:`RunRef`.

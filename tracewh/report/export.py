@@ -125,7 +125,7 @@ def export_trace(
     run_id: str = ref.run_id
     meta_rows = wh.scan("runs").filter(pl.col("run_id") == run_id).select("metadata_json").collect()
     meta_text = meta_rows["metadata_json"][0] if meta_rows.height else None
-    one = _OneRun(wh, ref.day)  # the run's day partition only: the same cost at any history length
+    one = _OneRun(wh, ref.days)  # the run's day partition only: the same cost at any history length
     window = _step_window(one, run_id, where.steps)
     path = Path(out)
     with atomic_file(path) as tmp:
@@ -163,9 +163,9 @@ class _OneRun:
     """``wh``'s scans of run tables restricted to one run's ``day`` partition (all of them
     for a run without one: a run's rows are all in its day)."""
 
-    def __init__(self, wh: WarehouseLike, day: dt.date | None) -> None:
+    def __init__(self, wh: WarehouseLike, days: set[dt.date] | None) -> None:
         self._wh = wh
-        self._days = None if day is None else {day}
+        self._days = days
 
     def scan(self, table: str) -> pl.LazyFrame:
         return self._wh.scan(table, days=self._days)

@@ -39,7 +39,7 @@ def gpu_stacks(wh: WarehouseLike, run: RunSelector) -> Counter[tuple[str, ...]]:
     """GPU time (ns) per stack of run ``run`` (root first)."""
     ref = wh.resolve_run(run)
     run_id: str = ref.run_id
-    days = None if ref.day is None else {ref.day}  # its partition: the same cost at any history length
+    days = ref.days
     ops = (
         wh.scan("gpu_ops", days=days)
         .filter(pl.col("run_id") == run_id, pl.col("dur_ns").is_not_null())

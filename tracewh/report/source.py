@@ -166,9 +166,7 @@ def collect_roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
 def _timeline(wh: WarehouseLike, ref: Any, *, steps: int) -> tuple[pl.DataFrame, str]:
     """GPU ops of the first ``steps`` ProfilerSteps (or the first ops), one row per op
     (``gpu_timeline``, sql/40_steps.sql: only the run's own day partition is read)."""
-    day = getattr(ref, "day", None)
-    df = wh.call("gpu_timeline", ref.run_id, steps=steps, max_ops=TIMELINE_MAX_OPS,
-                 days=None if day is None else {day})
+    df = wh.call("gpu_timeline", ref.run_id, steps=steps, max_ops=TIMELINE_MAX_OPS, days=ref.days)
     first_steps = df.filter(pl.col("step").is_not_null())["step"].unique().sort().to_list()
     if df.height and df["stepped"][0]:
         note = "steps " + ", ".join(str(s) for s in first_steps)
