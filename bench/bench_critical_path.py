@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: HTA in the bench-only venv `make bench` (`make hta-venv`) installs
+HTA_PY = ROOT / "data" / "bench" / "hta-venv" / "bin" / "python"
 SHARED = (ROOT / ".." / "shared" / "traces").resolve()
 TRACES = (
     "critical_path__cuda_event_sync__event_sync_trace.json.gz",
@@ -81,8 +83,8 @@ def parity(hta_py: str) -> None:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             ours = _json([sys.executable, "-c", OURS, str(Path(tmp) / "wh"), str(path)])
-        hta: dict = {"error": "no HTA"}
-        if "error" not in ours:
+        hta: dict = {"error": f"no HTA ({hta_py} is missing: make hta-venv)"}
+        if "error" not in ours and Path(hta_py).exists():
             args = [hta_py, str(ROOT / "bench" / "hta_critical_path.py"), str(path)]
             hta = _json(args + (["0"] if ours.get("step") is not None else []), env)
         window = "step 0" if ours.get("step") is not None else "whole"
@@ -128,7 +130,7 @@ def big(mb: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hta", default="/work/hta-venv/bin/python")
+    ap.add_argument("--hta", default=str(HTA_PY), help="HTA's python (default: make hta-venv's)")
     ap.add_argument("--big", type=int, default=0, help="MB of JSON for the tiled trace (0: skip)")
     ap.add_argument("--no-parity", action="store_true", help="only the big trace")
     a = ap.parse_args()
