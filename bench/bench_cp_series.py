@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,10 +46,10 @@ def _round(trace: Path, scratch: Path) -> tuple[float, float, float, int]:
     return t1 - t0, t2 - t1, t3 - t2, steps
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv if argv is not None else [])  # bench.run passes none
     print(f"{'trace':<44} {'ingest':>8} {'whole path':>16} {'series (steps)':>22}")
     with tempfile.TemporaryDirectory(prefix="tracewh-cpbench-") as tmp:
         for name in TRACES:
@@ -64,4 +65,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

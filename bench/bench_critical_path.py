@@ -128,12 +128,12 @@ def big(mb: int) -> None:
         print(f"  measured: {res.stdout.strip()}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hta", default=str(HTA_PY), help="HTA's python (default: make hta-venv's)")
     ap.add_argument("--big", type=int, default=0, help="MB of JSON for the tiled trace (0: skip)")
     ap.add_argument("--no-parity", action="store_true", help="only the big trace")
-    a = ap.parse_args()
+    a = ap.parse_args(argv if argv is not None else [])  # bench.run passes none
     if not a.no_parity:
         parity(a.hta)
     if a.big:
@@ -141,4 +141,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
