@@ -30,3 +30,20 @@ def test_a_zoomed_axis_is_labelled() -> None:
 
 def test_an_axis_that_reaches_zero_carries_no_label() -> None:
     assert "zero-based" not in _subtitle([0, 5_000_000, 7_000_000])
+
+
+def test_the_rank_heatmap_is_the_same_whatever_the_row_order() -> None:
+    # kernels tied on GPU time (identical ranks of a replicated job): the 12 kept, their
+    # order and the chart's rows do not depend on the order the rows came in
+    rows = [{"name": f"k{i:02d}", "rank": r, "total_ns": 1000 if i % 3 else 2000}
+            for i in range(20) for r in range(2)]
+    frame = pl.DataFrame(rows)
+    specs = set()
+    for seed in range(5):
+        chart = multi_charts.rank_heatmap(frame.sample(fraction=1.0, shuffle=True, seed=seed))
+        assert chart is not None
+        specs.add(str(chart.to_dict()))
+    assert len(specs) == 1
+    kept = {row["kernel"] for row in chart.to_dict()["data"]["values"]}
+    # the 7 of 2,000 ns, then the first 5 names of 1,000 ns
+    assert kept == {f"k{i:02d}" for i in (0, 3, 6, 9, 12, 15, 18, 1, 2, 4, 5, 7)}

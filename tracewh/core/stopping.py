@@ -9,6 +9,8 @@ temporary folders stay behind and worker processes are not stopped. Under
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -47,3 +49,22 @@ def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) 
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child process: SIGKILL when ``parent`` goes; Ctrl-C is the parent's to handle.
+
+    ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) makes the child die with the process that started
+    it, however that one ends (kill -9 included). SIGINT is ignored: Ctrl-C in a terminal
+    reaches the whole process group, and the parent alone decides (a child interrupted by it
+    would print a traceback). A child whose parent died before the call exits at once.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)

@@ -4,11 +4,11 @@ A plain ``with ProcessPoolExecutor(...)`` waits, on the way out, for the tasks a
 running: an ingest stopped by SIGTERM or Ctrl-C let its workers go on parsing and committing
 runs after the signal (issue 33, class 8). :func:`worker_pool` instead
 
-- starts each worker with ``PR_SET_PDEATHSIG = SIGKILL`` (Linux): a worker dies with the
-  process that started it, however that one ends (kill -9 included), and with it the
-  workers it started in turn;
-- has workers ignore SIGINT: Ctrl-C in a terminal reaches the whole process group, and the
-  parent alone decides (a worker interrupted by it would print a traceback);
+- starts each worker under :func:`~tracewh.core.stopping.die_with_parent`
+  (``PR_SET_PDEATHSIG = SIGKILL``, Linux): a worker dies with the process that started it,
+  however that one ends (kill -9 included), and with it the workers it started in turn; and
+  it ignores SIGINT: Ctrl-C in a terminal reaches the whole process group, and the parent
+  alone decides (a worker interrupted by it would print a traceback);
 - on any exception leaving the ``with`` block (``KeyboardInterrupt``, :class:`Stopped`, an
   error), kills every worker with SIGKILL and reaps it before re-raising: whatever a worker
   had not committed is never committed. A kill is safe at any instant: commits are atomic,
@@ -22,25 +22,13 @@ SIGHUP into :class:`~tracewh.core.stopping.Stopped` in the main thread (SIGINT a
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing
 import os
-import signal
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int) -> None:
-    """Worker initializer: SIGKILL when the parent goes; Ctrl-C is the parent's to handle."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+from tracewh.core.stopping import die_with_parent
 
 
 def kill_workers(pool: ProcessPoolExecutor) -> None:
@@ -64,7 +52,7 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     leaving it by any exception (a signal included) kills the workers first.
     """
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_die_with_parent,
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=die_with_parent,
                                initargs=(os.getpid(),))
     try:
         yield pool

@@ -30,12 +30,21 @@ from tracewh.query.db import (
     shadow_files,
 )
 from tracewh.query.pinned import Pinned
+from tracewh.query.reads import ReadMap
 from tracewh.query.settings import PrivateTemp, QuerySettings
 from tracewh.query.udfs import register_functions
 from tracewh.storage.snapshot import LiveSnapshot, select_files
 from tracewh.storage.store import Store
 
 __all__ = ["Connections"]
+
+#: what a session remembers of a ``raw_<table>`` pointed at no file but the raising view
+_UNBOUND = ("<unbound>",)
+
+
+def _selection(days: Collection[date] | None, since: date | None) -> Hashable:
+    """The key of a file selection (:func:`~tracewh.storage.snapshot.select_files`)."""
+    return (None if days is None else frozenset(days), since)
 
 _T = TypeVar("_T")
 
@@ -65,6 +74,7 @@ class Connections:
         self._idle: duckdb.DuckDBPyConnection | None = None
         self._idle_lock = threading.Lock()
         self._tables: list[TableInfo] | None = None  # see tables_of
+        self._reads: ReadMap | None = None  # see reads_of
 
     def tables_of(self, con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
         """The catalog's tables (:func:`~tracewh.query.db.catalog_tables`), read from the first
@@ -72,6 +82,15 @@ class Connections:
         if self._tables is None:
             self._tables = catalog_tables(con)
         return list(self._tables)
+
+    def reads_of(self, con: duckdb.DuckDBPyConnection, query: str | None) -> frozenset[str] | None:
+        """The tables ``query`` reads (:mod:`tracewh.query.reads`; ``runs`` always), or
+        None (every table) without a query."""
+        if query is None:
+            return None
+        if self._reads is None:
+            self._reads = ReadMap.load(con, [n for n, _ in self.tables_of(con)])
+        return self._reads.tables_read(query) | {"runs"}
 
     def _catalog(self) -> duckdb.DuckDBPyConnection:
         """A catalog connection under the memory limit, spilling into a private folder."""
@@ -162,8 +181,12 @@ class Connections:
         only: str | Collection[str] | None = None,
         own: bool = False,
         reuse: bool = False,
+        query: str | None = None,
     ) -> duckdb.DuckDBPyConnection:
         """The catalog over the snapshot (of table(s) ``only`` alone, the rest left empty).
+
+        With ``query`` (and no ``only``), of the tables it reads alone (:meth:`reads_of`),
+        the rest pointed at a view that raises when read (:mod:`tracewh.query.reads`).
 
         Inside a session: the session's connection re-pointed at its snapshot (unless
         ``own``: a new connection over that snapshot). With ``reuse`` (outside a
@@ -179,7 +202,11 @@ class Connections:
         try:
             tables = pinned.tables if pinned is not None else self.tables_of(con)
             names = {only} if isinstance(only, str) else None if only is None else set(only)
+            reads = self.reads_of(con, query) if names is None else None
+            if reads is not None:
+                names = set(reads)
             wanted = tables if names is None else [t for t in tables if t[0] in names]
+            unbound = [] if reads is None else [n for n, _ in tables if n not in reads]
             partial = self._partial(con, tables)
             if pinned is not None:
                 files = select_files(pinned.live, dict(tables), days=days, since=since,
@@ -197,7 +224,7 @@ class Connections:
                 files = {n: files.get(n, []) for n, _ in wanted}
             try:
                 self._shadow(con, files, reset=(pinned is not None and not own) or reused is not None,
-                             partial=partial)
+                             partial=partial, unbound=unbound, selection=_selection(days, since))
             except duckdb.Error as exc:
                 raise WarehouseError(
                     self.store.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
@@ -209,29 +236,40 @@ class Connections:
 
     def _shadow(
         self, con: duckdb.DuckDBPyConnection, files: Mapping[str, Sequence[str]], *,
-        reset: bool, partial: Collection[str],
+        reset: bool, partial: Collection[str], unbound: Collection[str] = (),
+        selection: Hashable = None,
     ) -> None:
         """:func:`shadow_files`; on the session's connection only the tables whose files changed.
 
         A session's queries mostly read the same day's files again (a report's ~20 queries
         of one run): the session remembers what each ``raw_<table>`` points at, and a view
-        is made again only for a different file list (``()``: the empty placeholder).
+        is made again only for a different file list (``()``: the empty placeholder). A table
+        in ``unbound`` (the query does not read it) that holds the files of the same
+        ``selection`` (days, since) is left as it is: correct for this query's selection, and
+        the next query of the run may read it.
         """
         pinned = self._pinned
         shadowed = None if pinned is None else pinned.views.get(id(con))
         if shadowed is None or pinned is None:
-            shadow_files(con, files, reset=reset, partial=partial)
+            shadow_files(con, files, reset=reset, partial=partial, unbound=unbound)
             return
+        chosen = pinned.selections.setdefault(id(con), {})
+        unbound = [n for n in unbound if selection is None or chosen.get(n) != selection]
         wanted = {name: tuple(paths) for name, paths in files.items()}
+        wanted |= {name: _UNBOUND for name in unbound}
         changed = {name: list(paths) for name, paths in wanted.items()
                    if shadowed.get(name, ()) != paths}
+        chosen.update({name: selection for name in files})
+        chosen.update({name: None for name in unbound})
         if not changed:
             return
         try:
-            shadow_files(con, changed, reset=True, partial=partial)
+            shadow_files(con, {n: p for n, p in changed.items() if n not in unbound}, reset=True,
+                         partial=partial, unbound=[n for n in changed if n in unbound])
         except BaseException:
             # some views may be made, some not: every one is made again next time
             shadowed.update({name: None for name, _ in pinned.tables})
+            chosen.clear()
             raise
         shadowed.update({name: wanted[name] for name in changed})
 
@@ -271,7 +309,8 @@ class Connections:
         files = select_files(pinned.live, dict(pinned.tables), days=days, since=None,
                              names=[n for n, _ in pinned.tables])
         try:
-            self._shadow(aux, files, reset=True, partial=pinned.partial)
+            self._shadow(aux, files, reset=True, partial=pinned.partial,
+                         selection=_selection(days, None))
         except duckdb.Error as exc:
             raise WarehouseError(
                 self.store.root, f"cannot open the tables ({first_line(exc)}); run `tracewh verify`"
@@ -329,7 +368,8 @@ class Connections:
     @contextlib.contextmanager
     def conn(self, *, reuse: bool = False, **kwargs: Any) -> Iterator[duckdb.DuckDBPyConnection]:
         """A catalog connection for one call; ``reuse``: for the library's fixed queries only
-        (a user's SQL gets a fresh connection: whatever it sets or creates goes with it).
+        (a user's SQL gets a fresh connection: whatever it sets or creates goes with it);
+        ``query``: for that query alone (only the tables it reads pointed at the snapshot).
         Outside a session the snapshot's files are read under :meth:`Store.reading`."""
         with contextlib.ExitStack() as stack:
             if self._pinned is None:

@@ -52,7 +52,7 @@ TableInfo = tuple[str, bool]
 _CATALOG_SOURCES = (Path(__file__).parents[1] / "schema" / "arrow.py",
                     Path(__file__).parents[1] / "schema" / "evolution.py", Path(__file__),
                     Path(__file__).with_name("graphalign.py"), Path(__file__).with_name("views.py"),
-                    Path(__file__).with_name("udfs.py"))
+                    Path(__file__).with_name("udfs.py"), Path(__file__).with_name("reads.py"))
 
 def apply_sql(con: duckdb.DuckDBPyConnection, *, sql_dir: Path = SQL_DIR) -> None:
     """Run every ``sql/*.sql`` file on ``con`` in file-name order.
@@ -122,11 +122,14 @@ def _build_catalog(path: Path, sql_dir: Path, digest: str) -> None:
 
 
 def _define(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> None:
-    """Every base view, ``sql/`` definition and ``tw_tables`` row, over empty tables."""
+    """Every base view, ``sql/`` definition, ``tw_tables`` and ``tw_reads`` row, over empty tables."""
+    from tracewh.query.reads import write_reads
+
     create_raw_relations(con, {})
     create_visible_views(con)
     apply_sql(con, sql_dir=sql_dir)
     _write_table_info(con)
+    write_reads(con, [name for name, _ in catalog_tables(con)])
 
 
 def _write_table_info(con: duckdb.DuckDBPyConnection) -> None:
@@ -244,6 +247,7 @@ def shadow_files(
     *,
     reset: bool = False,
     partial: Collection[str] = (),
+    unbound: Collection[str] = (),
 ) -> None:
     """Point a catalog connection's ``raw_<table>`` at the snapshot's ``files`` (TEMP views).
 
@@ -251,8 +255,11 @@ def shadow_files(
     Tables with neither keep the catalog's empty placeholder, or, with ``reset``
     (a connection shadowed before), get it back when ``files`` names them with no
     file; tables ``files`` does not name are left as they are. Tables in ``partial``
-    are read by column name (:func:`files_sql`).
+    are read by column name (:func:`files_sql`). Tables in ``unbound`` (a query does not read
+    them: :mod:`tracewh.query.reads`) become a view that raises when it is read.
     """
+    from tracewh.query.reads import unbound_sql
+
     tables = tables or {}
     rows = con.execute(
         "SELECT name, select_list, null_list, files_select_list FROM main.tw_tables"
@@ -272,7 +279,14 @@ def shadow_files(
     con.execute(f"SET VARIABLE {_SHADOWED} = {sql_string(_UNKNOWN)}")
     for name, select_sql in selects.items():
         paths = list(files.get(name, ()))
-        if name in tables:
+        if name in unbound and name not in tables:
+            sql = unbound_sql(name, nulls[name])
+            if now.get(name) != sql or not known:
+                if now.get(name) == "":
+                    con.execute(f"DROP TABLE IF EXISTS temp.raw_{name}")
+                con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{name} AS {sql}")
+                now[name] = sql
+        elif name in tables:
             con.register(f"__arrow_{name}", tables[name])
             con.execute(
                 f"CREATE OR REPLACE TEMP TABLE raw_{name} AS "

@@ -35,6 +35,9 @@ class Pinned:
     # per connection of the session (by id): the files each of its raw_<table> views reads
     # now (None: unknown; absent or (): the empty placeholder)
     views: dict[int, dict[str, tuple[str, ...] | None]] = field(default_factory=dict)
+    # per connection (by id): the selection (days, since) each view's files were chosen for;
+    # a query that does not read a table keeps it if it holds the files of the same selection
+    selections: dict[int, dict[str, Hashable]] = field(default_factory=dict)
     memo: dict[Hashable, Any] = field(default_factory=dict)  # see Session.memoized
     owner: int = 0  # the thread that opened the session: it queries on `con`
     # other threads' confined connections, and each thread's one of Session.connection

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
+from tracewh.core.errors import QueryError
 from tracewh.query import macros
 from tracewh.query.connections import Connections
 from tracewh.query.fetch import Kind, fetch_as
@@ -62,20 +63,38 @@ class Session(Connections):
         if self._pinned is None or not self._pinned.holds(con):
             confine(con, allowed=self.allowed_dirs(), temp=temp, limits=limits)
 
+    def _by_reads(self, query: str, run: Callable[[str | None], _T]) -> _T:
+        """``run(query)``: a query over the tables ``query`` reads alone; run again over every
+        table (``run(None)``) if it read one more (unless ``TRACEWH_STRICT_READS``: see
+        :mod:`tracewh.query.reads`)."""
+        from tracewh.query.reads import is_unbound_error, strict
+
+        try:
+            return run(query)
+        except (QueryError, duckdb.Error) as exc:
+            if not is_unbound_error(exc) or strict():
+                raise
+        return run(None)
+
     @contextlib.contextmanager
     def run_conn(
-        self, run: RunSelector, *, graphs: bool = False
+        self, run: RunSelector, *, graphs: bool = False, query: str | None = None,
     ) -> Iterator[tuple[duckdb.DuckDBPyConnection, RunRef]]:
         """One connection for one run: ``runs`` read and the run resolved, then its day's files.
 
         ``runs`` is read before the child tables (so every child row of a run it
         lists is in their snapshots), and only once. ``graphs``: for an analysis that maps
         CUDA/HIP graph replays to their captures (``sql/45_graphs.sql``), a replay run's
-        connection also holds the days of its job's capture and replay runs.
+        connection also holds the days of its job's capture and replay runs. With ``query``:
+        the tables it reads alone, the others pointed at a view that raises when read
+        (:mod:`tracewh.query.reads`).
         """
         with self.conn(only="runs", reuse=True) as con:
             ref = resolve(con, run, root=self.store.root)
-            tables = [t for t in self.tables_of(con) if t[0] != "runs"]
+            reads = self.reads_of(con, query)
+            tables = [t for t in self.tables_of(con) if t[0] != "runs"
+                      and (reads is None or t[0] in reads)]
+            unbound = [] if reads is None else [n for n, _ in self.tables_of(con) if n not in reads]
             days = {ref.day}
             if graphs:  # a replay's captures may be on another day than the replay
                 days |= {r[0] for r in con.execute(
@@ -85,7 +104,8 @@ class Session(Connections):
             files = self.snapshot(tables, days=days, since=None)
             # reset: a connection kept from a previous call (or the session's) has views
             # of other files; every table is pointed at this snapshot
-            self._shadow(con, files, reset=True, partial=self._partial(con, self.tables_of(con)))
+            self._shadow(con, files, reset=True, partial=self._partial(con, self.tables_of(con)),
+                         unbound=unbound, selection=(frozenset(days), None))
             yield con, ref
 
     def fetch(
@@ -117,22 +137,26 @@ class Session(Connections):
         from tracewh.query.sqllimits import apply_limits, private_temp, run_limited
 
         query = user_query(query)  # SHOW TABLES: each name once (sql/99_catalog.sql)
-        with private_temp(parent=self.settings.temp_directory) as temp, \
-                self.conn(days=days, since=since, own=self._own(unrestricted)) as con:
-            session = self._pinned is not None and self._pinned.holds(con)
-            if not unrestricted:
-                self._guard(con, query, temp=temp, limits=limits)
-            elif not session:
-                apply_limits(con, limits, temp)
 
-            def fetch() -> Any:
-                if max_rows is not None:
-                    return fetch_head(con, query, params, max_rows=max_rows)
-                return fetch_as(con, query, params, kind)
+        def run(reads: str | None) -> Any:
+            with private_temp(parent=self.settings.temp_directory) as temp, \
+                    self.conn(days=days, since=since, own=self._own(unrestricted), query=reads) as con:
+                session = self._pinned is not None and self._pinned.holds(con)
+                if not unrestricted:
+                    self._guard(con, query, temp=temp, limits=limits)
+                elif not session:
+                    apply_limits(con, limits, temp)
 
-            if limits is None and stop is None:
-                return fetch()
-            return run_limited(con, query, fetch, limits, stop=stop)
+                def fetch() -> Any:
+                    if max_rows is not None:
+                        return fetch_head(con, query, params, max_rows=max_rows)
+                    return fetch_as(con, query, params, kind)
+
+                if limits is None and stop is None:
+                    return fetch()
+                return run_limited(con, query, fetch, limits, stop=stop)
+
+        return self._by_reads(query, run)
 
     def fetch_own(
         self, query: str, params: Mapping[str, Any] | None = None, *,
@@ -140,9 +164,13 @@ class Session(Connections):
         days: Collection[date] | None = None,
     ) -> Any:
         """The library's own fixed query (not checked); ``only``: that table's (those tables')
-        snapshot alone, the others empty; ``days``: of the run tables, those partitions."""
-        with self.conn(only=only, days=days) as con:
-            return fetch_as(con, query, params, kind)
+        snapshot alone, the others empty (default: the tables ``query`` reads); ``days``: of
+        the run tables, those partitions."""
+        def run(reads: str | None) -> Any:
+            with self.conn(only=only, days=days, query=reads) as con:
+                return fetch_as(con, query, params, kind)
+
+        return run(None) if only is not None else self._by_reads(query, run)
 
     def on_runs(self, read: Callable[[duckdb.DuckDBPyConnection], _T]) -> _T:
         """``read(con)`` on a connection holding the snapshot's ``runs`` alone."""
@@ -154,5 +182,9 @@ class Session(Connections):
     ) -> tuple[RunRef, Any]:
         """The resolved run and table macro ``name(run_id, **params)``, in one connection."""
         query, values = macro_sql(name, params)
-        with self.run_conn(run, graphs=name in macros.GRAPH_MACROS) as (con, ref):
-            return ref, fetch_as(con, query, {"first": ref.run_id, **values}, kind)
+
+        def fetch(reads: str | None) -> tuple[RunRef, Any]:
+            with self.run_conn(run, graphs=name in macros.GRAPH_MACROS, query=reads) as (con, ref):
+                return ref, fetch_as(con, query, {"first": ref.run_id, **values}, kind)
+
+        return self._by_reads(query, fetch)

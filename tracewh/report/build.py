@@ -94,8 +94,8 @@ def build_report(
     if chart_format not in CHART_FORMATS:
         raise UsageError(f"chart format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
     check_output_dir(out, kind="report")  # before any work: refuse early, change nothing
-    # the charts of each group of sections render (threads, outside the GIL) while the
-    # next group's queries run; the two largest queries (the roofline, the history's
+    # the charts of each group of sections render (a child process: vl-convert holds the
+    # GIL) while the next group's queries run; the two largest queries (the roofline, the history's
     # change points) run beside the run's own (a connection of their own in a session)
     with one_snapshot(wh), ChartRenderer(fmt=chart_format) as renderer, \
             ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
@@ -113,6 +113,7 @@ def build_report(
         renderer.add(sections)
         sections.append(modules_section(collect_modules(wh, data.ref or data.run_id, note=note)))
         sections.append(memory_section(collect_memory(wh, data.ref or data.run_id)))
+        renderer.add(sections)
         sections += history_sections(history.result())
         if compare is not None:
             # the report's run is A, --compare's run B: the direction of `tracewh diff A B`

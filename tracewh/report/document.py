@@ -12,9 +12,8 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +21,7 @@ from typing import Any
 
 from tracewh.core.textsafe import escape_markdown
 from tracewh.report import render
+from tracewh.report.render_process import RenderProcess
 from tracewh.report.tables import Section, Table
 
 CSS = """
@@ -60,28 +60,23 @@ class ChartFile:
         return f"{self.key}.{self.fmt}"
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
-
-
 class ChartRenderer:
-    """Renders sections' charts (SVG or PNG) in worker threads as soon as they are added.
+    """Renders sections' charts (SVG or PNG) in a child process as soon as they are added.
 
-    vl-convert renders outside the GIL, and so do DuckDB's queries: a report adds each
-    group of sections when it has them and goes on querying while their charts render
-    (``with ChartRenderer() as charts: charts.add(sections); ...; charts.result()``).
+    vl-convert holds the GIL while it renders, so a thread rendering charts stops every other
+    thread of the process: the charts render in one child process instead
+    (:class:`~tracewh.report.render_process.RenderProcess`), whose engine starts at once. A
+    report adds each group of sections when it has them and goes on querying while their
+    charts render (``with ChartRenderer() as charts: charts.add(sections); ...;
+    charts.result()``).
     """
 
-    def __init__(self, workers: int | None = None, *, fmt: str = "svg") -> None:
+    def __init__(self, *, fmt: str = "svg") -> None:
         if fmt not in render.CHART_FORMATS:
             raise ValueError(f"chart format must be one of {', '.join(render.CHART_FORMATS)}, not {fmt!r}")
-        n = workers or min(4, _cores())
         self.fmt = fmt
-        self._pool = ThreadPoolExecutor(max(1, n), thread_name_prefix="tracewh-chart")
+        self._child = RenderProcess(fmt)
         self._jobs: dict[str, tuple[dict[str, Any], Future[bytes]]] = {}
-        # vl-convert's JS engine and fonts start on the first render (~0.4 s of CPU): in a
-        # worker now, while the report's first queries run
-        self._warm = self._pool.submit(render.warm_up, fmt)
 
     def add(self, sections: Iterable[Section]) -> None:
         """Start rendering the charts of ``sections`` (a key already added is kept)."""
@@ -89,7 +84,7 @@ class ChartRenderer:
             if sec.chart is None or sec.key in self._jobs:
                 continue
             vl = render.spec(sec.chart)
-            self._jobs[sec.key] = (vl, self._pool.submit(render.image, vl, key=sec.key, fmt=self.fmt))
+            self._jobs[sec.key] = (vl, self._child.submit(sec.key, vl, self.fmt))
 
     def result(self) -> dict[str, ChartFile]:
         """Every chart added, rendered (waits for them; raises a chart's render error)."""
@@ -101,21 +96,14 @@ class ChartRenderer:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._child.__exit__(kind, exc, tb)
 
 
-def render_charts(
-    sections: list[Section], *, workers: int | None = None, fmt: str = "svg"
-) -> dict[str, ChartFile]:
-    """Render every section's chart to ``fmt`` (SVG or PNG, offline), keyed by section key.
-
-    The images are rendered side by side in ``workers`` threads (default: the cores,
-    at most 4): vl-convert renders outside the GIL.
-    """
-    n = sum(1 for sec in sections if sec.chart is not None)
-    if not n:
+def render_charts(sections: list[Section], *, fmt: str = "svg") -> dict[str, ChartFile]:
+    """Render every section's chart to ``fmt`` (SVG or PNG, offline), keyed by section key."""
+    if not any(sec.chart is not None for sec in sections):
         return {}
-    with ChartRenderer(min(workers or min(4, _cores()), n), fmt=fmt) as charts:
+    with ChartRenderer(fmt=fmt) as charts:
         charts.add(sections)
         return charts.result()
 

@@ -30,8 +30,9 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
         return None
     label = "short_name" if "short_name" in rank_kernels.columns else "name"
     totals = (
-        rank_kernels.group_by(label).agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)
-        .head(top)
+        # ties broken by name: the same kernels and order every time the report is made
+        rank_kernels.group_by(label).agg(pl.col("total_ns").sum())
+        .sort(["total_ns", label], descending=[True, False]).head(top)
     )
     df = (
         rank_kernels.filter(pl.col(label).is_in(totals[label].implode()))
@@ -43,6 +44,7 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
         )
         .rename({label: "kernel"})
         .drop("total_ns")
+        .sort("kernel", "rank")
     )
     order = totals[label].to_list()
     base = Chart(values(df)).encode(

@@ -25,6 +25,7 @@ class ChartRenderError(TracewhError):
 
     def __init__(self, key: str, reason: str) -> None:
         self.key = key
+        self.reason = reason
         super().__init__(f"chart {key!r} could not be rendered: {reason}")
 
 
