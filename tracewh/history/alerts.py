@@ -59,8 +59,7 @@ def series_values(
             "SELECT * FROM series_values(since := $s, kernel_pattern := $k, category_name := $c,"
             " module_prefix := $m)",
             {"s": since, "k": kernel, "c": category, "m": module}, since=since,
-            days=memoized(src, ("unstored_days", since),
-                                lambda: unstored_days(src, since=since)) if plain else None,
+            days=unstored_days(src, since=since) if plain else None,
         )
 
     return memoized(src, ("series_values", since, kernel, category, module), compute)

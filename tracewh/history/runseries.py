@@ -159,13 +159,19 @@ def unstored_days(src: Any, *, since: date | None = None) -> set[date]:
 
     The only partitions a history query over the stored series must open: a warehouse
     whose runs all have them (every run ingested since the table exists, or after
-    ``tracewh migrate``) opens none.
+    ``tracewh migrate``) opens none. Inside a session, asked once per ``since`` (a report's
+    ``changes``, ``check`` and trends ask it four times).
     """
-    frame: pl.DataFrame = src.sql(
-        "SELECT DISTINCT r.day FROM runs r WHERE r.run_id NOT IN (SELECT run_id FROM run_series)"
-        " AND ($s IS NULL OR r.day >= $s)", {"s": since}, days=set(),
-    )
-    return set(frame["day"].to_list())
+    from tracewh.history.runset import memoized
+
+    def compute() -> frozenset[date]:
+        frame: pl.DataFrame = src.sql(
+            "SELECT DISTINCT r.day FROM runs r WHERE r.run_id NOT IN (SELECT run_id FROM run_series)"
+            " AND ($s IS NULL OR r.day >= $s)", {"s": since}, days=set(),
+        )
+        return frozenset(frame["day"].to_list())
+
+    return set(memoized(src, ("unstored_days", since), compute))
 
 
 def day_chunks(runs: Sequence[tuple[str, date]], size: int) -> list[list[tuple[str, date]]]:
