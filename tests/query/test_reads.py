@@ -8,7 +8,6 @@ runs with ``TRACEWH_STRICT_READS=1``, so a miss fails instead).
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import duckdb
@@ -18,17 +17,11 @@ from tracewh.api import Warehouse
 from tracewh.core.errors import QueryError
 from tracewh.query.db import connect_catalog
 from tracewh.query.reads import UNBOUND, ReadMap, is_unbound_error, unbound_sql
-from tracewh.synth import SynthConfig, write_history
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
-    root = tmp_path_factory.mktemp("reads")
-    write_history(root / "traces", SynthConfig(steps=2, layers=1, ranks=1, seed=5), runs=2,
-                  start=dt.date(2025, 1, 1))
-    w = Warehouse(root / "wh")
-    assert w.ingest([root / "traces"], jobs=1).ok
-    return w
+def wh(two_days: Warehouse) -> Warehouse:
+    return two_days
 
 
 @pytest.fixture(scope="module")

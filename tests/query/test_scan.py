@@ -20,19 +20,8 @@ from tracewh.analysis.frames import FRAMES
 from tracewh.api import Warehouse
 from tracewh.report.export import export_trace
 from tracewh.report.flame import write_flame
-from tracewh.synth import SynthConfig, write_history
 
 FRAME = sorted(FRAMES)[0]
-
-
-@pytest.fixture(scope="module")
-def two_days(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
-    root = tmp_path_factory.mktemp("scan")
-    write_history(root / "traces", SynthConfig(steps=2, layers=1, ranks=1, seed=3), runs=2,
-                  start=dt.date(2025, 1, 1))
-    wh = Warehouse(root / "wh")
-    assert wh.ingest([root / "traces"], jobs=1).ok
-    return wh
 
 
 def _day_files(wh: Warehouse, table: str, day: dt.date) -> list[Path]:

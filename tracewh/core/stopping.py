@@ -9,7 +9,6 @@ temporary folders stay behind and worker processes are not stopped. Under
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import threading
@@ -62,6 +61,8 @@ def die_with_parent(parent: int) -> None:
     reaches the whole process group, and the parent alone decides (a child interrupted by it
     would print a traceback). A child whose parent died before the call exits at once.
     """
+    import ctypes  # here: every command imports this module, only child processes need it
+
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
