@@ -17,7 +17,7 @@ import duckdb
 
 from tracewh.core.errors import QueryError, UsageError
 from tracewh.ingest.memory import retry_on_oom, set_limit
-from tracewh.query.db import to_frame
+from tracewh.query.fetch import query_frame
 from tracewh.query.options import MemoryOptions
 from tracewh.query.udfs import with_functions
 
@@ -191,8 +191,7 @@ def _macro(
             set_limit(con, memory_limit)
 
             def step() -> Any:
-                return with_functions(
-                    con, lambda: to_frame(con.sql(query, params={"run": ref.run_id, **params})))
+                return with_functions(con, lambda: query_frame(con, query, {"run": ref.run_id, **params}))
 
             frame, _ = retry_on_oom(con, step, memory_limit)
             result: pl.DataFrame = frame

@@ -7,6 +7,7 @@ DuckDB); frames come through the Arrow C stream interface (no pyarrow).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "Kind", "Rows", "fetch_as", "fetch_frame", "fetch_head", "fetch_rows", "first_line", "to_frame",
+    "Kind", "Rows", "fetch_as", "fetch_frame", "fetch_head", "fetch_rows", "first_line", "query_frame",
+    "to_frame",
 ]
 
 #: What a fetch returns: a Polars frame, an Arrow table, or plain :class:`Rows` (no Polars).
@@ -50,6 +52,10 @@ def fetch_rows(
     """The rows of ``query`` as plain Python values; DuckDB errors as :class:`QueryError`."""
 
     def fetch() -> Rows:
+        if _one_select(query):  # run once: a relation binds at con.sql() and again to run
+            con.execute(query, params or None)
+            described = con.description or []
+            return Rows([d[0] for d in described], [str(d[1]) for d in described], con.fetchall())
         rel = con.sql(query, params=params) if params else con.sql(query)
         if rel is None:
             return Rows([], [], [])
@@ -67,12 +73,59 @@ def fetch_frame(
     import polars as pl
 
     def fetch() -> pl.DataFrame:
-        rel = con.sql(query, params=params) if params else con.sql(query)
-        if rel is None:
-            return pl.DataFrame()
-        return to_frame(rel)
+        found = query_frame(con, query, params)
+        return pl.DataFrame() if found is None else found
 
     return _guarded(con, query, fetch)
+
+
+def query_frame(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+) -> pl.DataFrame | None:
+    """The result of ``query`` as a Polars frame, planned once (``None``: a statement without rows).
+
+    ``con.sql()`` binds a SELECT to learn its columns, and reading the relation binds and
+    plans it again: for the large macros of ``sql/`` (the roofline, memory, critical path)
+    on a small run that first bind is ~30% of the query's time. A single SELECT is therefore
+    run as one statement, straight into an Arrow stream (:class:`_Statement`), where this
+    DuckDB offers it; anything else (a script, a command) goes through ``con.sql()``.
+    """
+    if _one_select(query) and hasattr(con, "_submit"):
+        return to_frame(_Statement(con, query, params))
+    rel = con.sql(query, params=params) if params else con.sql(query)
+    return None if rel is None else to_frame(rel)
+
+
+class _Statement:
+    """One SELECT run when read through the Arrow C stream interface (``__arrow_c_stream__``).
+
+    DuckDB 2's Python connection runs a statement with its values into a stream through
+    ``_submit`` (the call its relations make when read); it has no public call that does so
+    without binding the statement first. Used only where the connection has it.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, query: str,
+                 params: Sequence[Any] | Mapping[str, Any] | None) -> None:
+        self._con, self._query = con, query
+        self._values: list[object] | dict[str, object] | None = (
+            None if not params else dict(params) if isinstance(params, Mapping) else list(params))
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> Any:
+        return self._con._submit(self._query, self._values, "stream", _STREAM_BATCH_ROWS).arrow_capsule()
+
+
+#: Rows per Arrow batch of a result read as a stream (what DuckDB 2 reads a relation in).
+_STREAM_BATCH_ROWS = 131_072
+
+#: How a single SELECT statement may begin (after blanks and ``--`` comments).
+_SELECT_START = re.compile(r"(?:\s|--[^\n]*\n)*(?:SELECT|WITH|FROM)\b", re.IGNORECASE)
+
+
+def _one_select(query: str) -> bool:
+    """Whether ``query`` is one statement that reads (no ``;``, begins as a SELECT does)."""
+    return ";" not in query and _SELECT_START.match(query) is not None
 
 
 def fetch_head(
@@ -108,7 +161,7 @@ def fetch_head(
     return _guarded(con, query, fetch)
 
 
-def to_frame(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+def to_frame(rel: Any) -> pl.DataFrame:
     """A relation's rows as a Polars frame, through the Arrow C stream interface.
 
     ``DuckDBPyRelation.pl()`` goes through pyarrow (importing it costs ~60 MB of a
