@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,6 +26,9 @@ from tracewh.cli.conventions import renamed_option
 from tracewh.cli.output import note, run_title, selection_note
 from tracewh.core.errors import MissingExtraError, UsageError
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
+
+if TYPE_CHECKING:
+    from tracewh.report.render_process import RenderProcess
 
 # tracewh.report's modules are imported by the commands that use them: `report` needs the
 # report extra (Altair, vl-convert); `export` and `flame` need none (Polars, of the base install)
@@ -59,15 +64,23 @@ def report(
             raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
         if chart_format not in CHART_FORMATS:
             raise UsageError(f"--chart-format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
-        # one snapshot and one connection for every query of the report(s)
-        with open_warehouse(warehouse).session() as wh:
+        with contextlib.ExitStack() as stack:
+            renderer = None
+            if out is not None:
+                # the report's chart process starts first: its engine's start overlaps the
+                # imports of the report's modules and the first queries (tracewh.report.render_process)
+                from tracewh.report.render_process import RenderProcess
+                renderer = stack.enter_context(RenderProcess(chart_format))
+            # one snapshot and one connection for every query of the report(s)
+            wh = stack.enter_context(open_warehouse(warehouse).session())
             _report(wh, out=out, site=site, run=run, compare=compare, since=since,
-                    limit=limit, level=level, chart_format=chart_format)
+                    limit=limit, level=level, chart_format=chart_format, renderer=renderer)
 
 
 def _report(
     wh: Warehouse, *, out: Path | None, site: Path | None, run: list[str] | None,
     compare: str | None, since: str | None, limit: int, level: str, chart_format: str = "svg",
+    renderer: RenderProcess | None = None,
 ) -> None:
     from tracewh.report import build_report
     from tracewh.report.site import build_site
@@ -78,7 +91,7 @@ def _report(
         if selection_note(ref):
             note(selection_note(ref) or "")
         result = build_report(wh, out, run=ref, compare=compare, since=since, level=level,
-                              chart_format=chart_format)
+                              chart_format=chart_format, renderer=renderer)
         typer.echo(f"wrote {result.folder / 'report.html'} and report.md for {run_title(ref)}: "
                    f"{len(result.charts)} charts in {time.perf_counter() - t0:.1f} s")
         if result.empty:

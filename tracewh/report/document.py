@@ -71,11 +71,14 @@ class ChartRenderer:
     charts.result()``).
     """
 
-    def __init__(self, *, fmt: str = "svg") -> None:
+    def __init__(self, *, fmt: str = "svg", child: RenderProcess | None = None) -> None:
         if fmt not in render.CHART_FORMATS:
             raise ValueError(f"chart format must be one of {', '.join(render.CHART_FORMATS)}, not {fmt!r}")
         self.fmt = fmt
-        self._child = RenderProcess(fmt)
+        # a child started by the caller (the CLI starts one before its imports) stays the
+        # caller's to close; otherwise this renderer starts and closes its own
+        self._own = child is None
+        self._child = RenderProcess(fmt) if child is None else child
         self._jobs: dict[str, tuple[dict[str, Any], Future[bytes]]] = {}
 
     def add(self, sections: Iterable[Section]) -> None:
@@ -96,7 +99,8 @@ class ChartRenderer:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._child.__exit__(kind, exc, tb)
+        if self._own:
+            self._child.__exit__(kind, exc, tb)
 
 
 def render_charts(sections: list[Section], *, fmt: str = "svg") -> dict[str, ChartFile]:
