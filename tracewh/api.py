@@ -331,6 +331,11 @@ class Warehouse(QueryMethods):
         from tracewh.analysis import roofline as _roof
         return _roof.roofline(self, run, op=op, top=top, peak_tflops=peak_tflops, peak_tbs=peak_tbs)
 
+    def roofline_runs(self, runs: Sequence[RunSelector]) -> dict[str, pl.DataFrame]:
+        """:meth:`roofline` of each run, by run_id, in one query (:func:`tracewh.analysis.roofline.roofline_runs`)."""
+        from tracewh.analysis import roofline as _roof
+        return _roof.roofline_runs(self, runs)
+
     def roofline_history(
         self, *, op: str | None = None, since: str | date | None = None,
         where: Mapping[str, str] | None = None, peak_tflops: _roof.PeakTflops | None = None,

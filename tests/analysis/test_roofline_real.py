@@ -209,3 +209,20 @@ def test_graph_replay_is_attributed_to_the_capturing_operators(shared_traces: Pa
         assert r["calls"] == r["kernels"] == recorded[("aten::addmm", _dims(dims))] == 24
         assert r["pct_of_peak"] is not None and r["device"] == "MI300X"
     assert not rows.filter(rows["note"].str.contains("no capture").fill_null(False)).height
+    # the batched roofline (the site's) reads the capture's day too and gives the same rows
+    ids = w.runs()["run_id"].to_list()
+    both = w.roofline_runs(ids)
+    assert set(both) == set(ids)
+    assert both[replay["run_id"]].equals(rows)
+    assert all(both[r].equals(w.roofline(r)) for r in ids)
+
+
+def test_rooflines_of_many_runs_in_one_query_equal_each_runs(wh: Warehouse) -> None:
+    ids = wh.runs()["run_id"].to_list()
+    assert len(ids) == len(TRACES)
+    batch = wh.roofline_runs([*ids, ids[0]])  # a run named twice comes once
+    assert list(batch) == ids
+    for run_id in ids:
+        one = wh.roofline(run_id)
+        assert one.height > 0 and batch[run_id].equals(one)
+    assert wh.roofline_runs([]) == {}

@@ -19,7 +19,7 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -29,7 +29,7 @@ from tracewh.query.options import RooflineOptions
 from tracewh.query.runsel import parse_since
 
 if TYPE_CHECKING:
-    from tracewh.query.runsel import Catalog, RunSelector
+    from tracewh.query.runsel import Catalog, RunRef, RunSelector
 
 #: Roof labels a per-dtype ``peak_tflops`` override may name (see ``op_work.roof``).
 ROOFS: tuple[str, ...] = ("vector", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -159,16 +159,42 @@ def roofline(
         raise UsageError("--top must be at least 1")
     params = _sql_peaks(peak_tflops, peak_tbs)
     ref = wh.resolve_run(run)
-    # a graph replay's kernels are attributed to the operators of the trace that captured
-    # the graph, which may be of another day: the days of its job's captures and replays
-    # too (as the per-run macros of graphs read them: Session.run_conn)
-    days = {ref.day}
-    if wh.run_row(ref).get("kind") == "replay":
-        days |= set(wh.sql(
-            "SELECT DISTINCT day FROM runs WHERE job = $job AND kind IN ('capture', 'replay')",
-            {"job": ref.job}, days=set())["day"].to_list())
-    df = wh.call("roofline", ref.run_id, days=days, op_pattern=op, **params)
+    df = wh.call("roofline", ref.run_id, days=_days(wh, [ref]), op_pattern=op, **params)
     return df.head(top) if top else df
+
+
+def roofline_runs(wh: Catalog, runs: Sequence[RunSelector]) -> dict[str, pl.DataFrame]:
+    """:func:`roofline` of each run (default options), by run_id, from one query.
+
+    ``roofline_runs`` of ``sql/78_roofline.sql`` over all of them: the macros are planned once
+    (on a small run, planning is most of the roofline's time), not once per run. Each frame
+    equals ``roofline(wh, run)``: the same rows in the same order (``roofline``'s).
+    """
+    refs = list({ref.run_id: ref for ref in (wh.resolve_run(r) for r in runs)}.values())
+    if not refs:
+        return {}
+    params = _sql_peaks(None, None)
+    df = wh.sql(
+        "SELECT * FROM roofline_runs($ids, peak_tflops := $peak_tflops, peak_tbs := $peak_tbs) "
+        "ORDER BY run_id, gpu_ns DESC, op_name, input_dims, params",
+        {"ids": [ref.run_id for ref in refs], **params}, days=_days(wh, refs),
+    )
+    parts = {str(key[0]): part.drop("run_id")
+             for key, part in df.partition_by("run_id", as_dict=True, maintain_order=True).items()}
+    empty = df.clear().drop("run_id")
+    return {ref.run_id: parts.get(ref.run_id, empty) for ref in refs}
+
+
+def _days(wh: Catalog, refs: Sequence[RunRef]) -> set[dt.date]:
+    """The day partitions the roofline of ``refs`` reads: theirs and, for a graph replay, the
+    days of its job's captures and replays (its kernels are attributed to the operators of the
+    trace that captured the graph, which may be of another day; as the per-run macros of
+    graphs read them: Session.run_conn)."""
+    replays = wh.sql(
+        "SELECT DISTINCT day FROM runs WHERE kind IN ('capture', 'replay') AND job IN "
+        "(SELECT job FROM runs WHERE list_contains($ids, run_id) AND kind = 'replay')",
+        {"ids": [ref.run_id for ref in refs]}, days=set())
+    return {ref.day for ref in refs} | set(replays["day"].to_list())
 
 
 def roofline_history(

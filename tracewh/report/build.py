@@ -105,13 +105,14 @@ def build_report(
     # GIL) while the next group's queries run; the two largest queries (the roofline, the history's
     # change points) run beside the run's own (a connection of their own in a session)
     with one_snapshot(wh), ChartRenderer(fmt=chart_format, child=renderer) as drawing, \
-            ThreadPoolExecutor(1, thread_name_prefix="tracewh-query") as side:
+            ThreadPoolExecutor(2, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
-        roofline = side.submit(collect_roofline, wh, ref)
         # the --since window counts back from the latest run (as history and changes) and
         # says how many runs of the workload it leaves out
         first, window = history_window(wh, since, run=ref.run_id)
+        # the history first: the longest part once there are thousands of runs
         history = side.submit(collect_history, wh, since=first, run=ref.run_id, window_note=window)
+        roofline = side.submit(collect_roofline, wh, ref)
         data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
         # the graph replays' match quality: beside the roofline's and the layers' attribution
         note = data.extra["graph_note"] = graph_note(wh, data.ref or data.run_id)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.report import charts, render
@@ -38,7 +40,7 @@ from tracewh.report.sections import (
     summary_table,
 )
 from tracewh.report.sitecache import SiteCache, code_digest, page_key
-from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
+from tracewh.report.source import collect_diff, collect_rooflines, collect_run, run_label
 from tracewh.report.tables import Section
 from tracewh.report.trends import collect_history, history_window
 
@@ -115,8 +117,11 @@ def _build_site(
         hists = [pool.submit(collect_history, wh, since=first, run=r, window_note=note)
                  for r, (first, note) in zip(heads, windows, strict=True)]
         todo = [r for r in run_ids if r not in kept]
+        # every page's roofline in one query (planned once: most of a small run's roofline)
+        roofs = collect_rooflines(wh, todo)
         built = dict(zip(todo, pool.map(
-            lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns), todo), strict=True))
+            lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns, roofline=roofs[run_id]),
+            todo), strict=True))
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
         cache.keep_if_same(BUNDLE, tmp)
@@ -208,10 +213,12 @@ def _diff_pair(wh: WarehouseLike, run_ids: list[str]) -> tuple[str, str] | str:
 PAGE_WORKERS = 2
 
 
-def _run_page(wh: WarehouseLike, run_id: str, *, threshold_ns: int) -> tuple[str, int, dict[str, Any]]:
-    """A run's page: its HTML, its number of charts and its row of the index."""
+def _run_page(wh: WarehouseLike, run_id: str, *, threshold_ns: int,
+              roofline: pl.DataFrame | None) -> tuple[str, int, dict[str, Any]]:
+    """A run's page: its HTML, its number of charts and its row of the index (``roofline``: the
+    run's, as the report and the CLI have it)."""
     data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
-    data.roofline = collect_roofline(wh, data.ref or run_id)  # as the report and the CLI have it
+    data.roofline = roofline
     note = data.extra["graph_note"] = graph_note(wh, data.ref or run_id)  # match quality
     secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id, note=note)),
             memory_section(collect_memory(wh, data.ref or run_id))]

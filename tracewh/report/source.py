@@ -163,6 +163,19 @@ def collect_roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
         return None
 
 
+def collect_rooflines(wh: WarehouseLike, run_ids: list[str]) -> dict[str, pl.DataFrame | None]:
+    """:func:`collect_roofline` of each run, by run_id: one query for all of them where the
+    warehouse has ``roofline_runs`` (its macros are planned once, not once per run)."""
+    method = getattr(wh, "roofline_runs", None)
+    if method is None or not run_ids:
+        return {r: collect_roofline(wh, r) for r in run_ids}
+    try:
+        found = method(run_ids)
+    except TracewhError:
+        return {r: None for r in run_ids}
+    return {r: as_frame(found.get(r)) for r in run_ids}
+
+
 def _timeline(wh: WarehouseLike, ref: Any, *, steps: int) -> tuple[pl.DataFrame, str]:
     """GPU ops of the first ``steps`` ProfilerSteps (or the first ops), one row per op
     (``gpu_timeline``, sql/40_steps.sql: only the run's own day partition is read)."""
