@@ -19,7 +19,7 @@ Pages load ``assets/vega.js`` with a classic ``<script src>`` (works from
 from __future__ import annotations
 
 import html
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,10 +117,13 @@ def _build_site(
         hists = [pool.submit(collect_history, wh, since=first, run=r, window_note=note)
                  for r, (first, note) in zip(heads, windows, strict=True)]
         todo = [r for r in run_ids if r not in kept]
-        # every page's roofline in one query (planned once: most of a small run's roofline)
-        roofs = collect_rooflines(wh, todo)
+        refs = {r: wh.resolve_run(r) for r in todo}  # once: each page's queries reuse it
+        # every page's roofline in one query (planned once: most of a small run's roofline),
+        # beside the history; submitted before the pages, so a page that waits for it never
+        # holds the last free worker
+        roofs = pool.submit(collect_rooflines, wh, list(refs.values()))
         built = dict(zip(todo, pool.map(
-            lambda run_id: _run_page(wh, run_id, threshold_ns=threshold_ns, roofline=roofs[run_id]),
+            lambda run_id: _run_page(wh, refs[run_id], threshold_ns=threshold_ns, roofline=roofs),
             todo), strict=True))
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
@@ -213,15 +216,18 @@ def _diff_pair(wh: WarehouseLike, run_ids: list[str]) -> tuple[str, str] | str:
 PAGE_WORKERS = 2
 
 
-def _run_page(wh: WarehouseLike, run_id: str, *, threshold_ns: int,
-              roofline: pl.DataFrame | None) -> tuple[str, int, dict[str, Any]]:
-    """A run's page: its HTML, its number of charts and its row of the index (``roofline``: the
-    run's, as the report and the CLI have it)."""
-    data = collect_run(wh, run_id, threshold_ns=threshold_ns, roofline=False)
-    data.roofline = roofline
+def _run_page(wh: WarehouseLike, ref: Any, *, threshold_ns: int,
+              roofline: Future[dict[str, pl.DataFrame | None]]) -> tuple[str, int, dict[str, Any]]:
+    """A run's page (``ref``: the resolved run): its HTML, its number of charts and its row of
+    the index (``roofline``: the rooflines of the site's pages, by run_id, as the report and
+    the CLI have them; waited for once the page's other queries are done)."""
+    run_id: str = ref.run_id
+    data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
     note = data.extra["graph_note"] = graph_note(wh, data.ref or run_id)  # match quality
-    secs = [*run_sections(data), modules_section(collect_modules(wh, data.ref or run_id, note=note)),
-            memory_section(collect_memory(wh, data.ref or run_id))]
+    later = [modules_section(collect_modules(wh, data.ref or run_id, note=note)),
+             memory_section(collect_memory(wh, data.ref or run_id))]
+    data.roofline = roofline.result()[run_id]
+    secs = [*run_sections(data), *later]
     body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
     n = _append_sections(body, secs)
     spark = charts.sparkline(data.steps)

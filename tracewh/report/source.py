@@ -163,17 +163,17 @@ def collect_roofline(wh: WarehouseLike, run_id: Any) -> pl.DataFrame | None:
         return None
 
 
-def collect_rooflines(wh: WarehouseLike, run_ids: list[str]) -> dict[str, pl.DataFrame | None]:
-    """:func:`collect_roofline` of each run, by run_id: one query for all of them where the
-    warehouse has ``roofline_runs`` (its macros are planned once, not once per run)."""
+def collect_rooflines(wh: WarehouseLike, refs: list[Any]) -> dict[str, pl.DataFrame | None]:
+    """:func:`collect_roofline` of each resolved run, by run_id: one query for all of them where
+    the warehouse has ``roofline_runs`` (its macros are planned once, not once per run)."""
     method = getattr(wh, "roofline_runs", None)
-    if method is None or not run_ids:
-        return {r: collect_roofline(wh, r) for r in run_ids}
+    if method is None or not refs:
+        return {ref.run_id: collect_roofline(wh, ref) for ref in refs}
     try:
-        found = method(run_ids)
+        found = method(refs)
     except TracewhError:
-        return {r: None for r in run_ids}
-    return {r: as_frame(found.get(r)) for r in run_ids}
+        return {ref.run_id: None for ref in refs}
+    return {ref.run_id: as_frame(found.get(ref.run_id)) for ref in refs}
 
 
 def _timeline(wh: WarehouseLike, ref: Any, *, steps: int) -> tuple[pl.DataFrame, str]:
