@@ -52,7 +52,9 @@ def fetch_rows(
     """The rows of ``query`` as plain Python values; DuckDB errors as :class:`QueryError`."""
 
     def fetch() -> Rows:
-        if _one_select(query):  # run once: a relation binds at con.sql() and again to run
+        if _one_select(query) and hasattr(con, "_submit"):
+            # DuckDB 2: run once (a relation binds at con.sql() and again to run); its
+            # description names DuckDB's types (DuckDB 1's names DB-API type codes)
             con.execute(query, params or None)
             described = con.description or []
             return Rows([d[0] for d in described], [str(d[1]) for d in described], con.fetchall())

@@ -26,8 +26,20 @@ from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.render import CHART_FORMATS
 from tracewh.report.render_process import RenderProcess
 from tracewh.report.roof import roofline_section
-from tracewh.report.sections import diff_section, history_sections, run_sections, summary_table
-from tracewh.report.source import collect_diff, collect_roofline, collect_run, run_label
+from tracewh.report.sections import (
+    ACROSS_KEYS,
+    diff_section,
+    history_sections,
+    run_sections,
+    summary_table,
+)
+from tracewh.report.source import (
+    collect_across,
+    collect_diff,
+    collect_roofline,
+    collect_run,
+    run_label,
+)
 from tracewh.report.trends import collect_history, history_window
 
 __all__ = ["ReportResult", "build_report"]
@@ -113,22 +125,28 @@ def build_report(
         # the history first: the longest part once there are thousands of runs
         history = side.submit(collect_history, wh, since=first, run=ref.run_id, window_note=window)
         roofline = side.submit(collect_roofline, wh, ref)
-        data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
+        # each group of charts is handed to the renderer as soon as its data is there: the
+        # run's own analyses, the critical path and ranks (collect_across), the roofline, the
+        # history (when the side thread has it by then), the layers and memory; the sections
+        # keep their order: the run's, the roofline (as run_sections puts it), layers, memory,
+        # history
+        data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False, across=False)
+        drawing.add(s for s in run_sections(data) if s.key not in ACROSS_KEYS)
+        collect_across(wh, data)
         # the graph replays' match quality: beside the roofline's and the layers' attribution
         note = data.extra["graph_note"] = graph_note(wh, data.ref or data.run_id)
-        # the run's charts render while the roofline, layers and memory are gathered; the
-        # roofline's section then takes its place after them (as run_sections puts it)
         sections = run_sections(data)
         drawing.add(sections)
-        later = [modules_section(collect_modules(wh, data.ref or data.run_id, note=note)),
-                 memory_section(collect_memory(wh, data.ref or data.run_id))]
-        drawing.add(later)
         data.roofline = roofline.result()
         if data.roofline is not None:
             sections.append(roofline_section(data.roofline, graph_note=note))
-        sections += later
+            drawing.add(sections[-1:])
+        trends = history_sections(history.result()) if history.done() else None
+        drawing.add(trends or [])
+        sections += [modules_section(collect_modules(wh, data.ref or data.run_id, note=note)),
+                     memory_section(collect_memory(wh, data.ref or data.run_id))]
         drawing.add(sections)
-        sections += history_sections(history.result())
+        sections += trends if trends is not None else history_sections(history.result())
         if compare is not None:
             # the report's run is A, --compare's run B: the direction of `tracewh diff A B`
             other = wh.resolve_run(compare).run_id

@@ -13,6 +13,9 @@ from tracewh.report.source import RunData
 from tracewh.report.tables import Column, Section, Table, table
 from tracewh.report.trends import Trend
 
+#: The run sections drawn from what :func:`tracewh.report.source.collect_across` gathers.
+ACROSS_KEYS = ("critical_path", "ranks")
+
 
 def run_sections(data: RunData, *, prefix: str = "") -> list[Section]:
     """The sections of one run: kernels, categories, timeline, idle, launches, steps, ranks,

@@ -24,7 +24,8 @@ from tracewh.report.protocol import WarehouseLike, as_frame, one_snapshot
 from tracewh.report.trends import Trend, collect_history
 
 __all__ = [
-    "CRITICAL_PATH_STEPS", "TIMELINE_MAX_OPS", "RunData", "Trend", "WarehouseLike", "collect_critical_path",
+    "CRITICAL_PATH_STEPS", "TIMELINE_MAX_OPS", "RunData", "Trend", "WarehouseLike", "collect_across",
+    "collect_critical_path",
     "collect_diff", "collect_history", "collect_roofline", "collect_run", "one_snapshot", "run_label",
 ]
 
@@ -65,6 +66,7 @@ def collect_run(
     timeline_steps: int = 2,
     threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS,
     roofline: bool = True,
+    across: bool = True,
 ) -> RunData:
     """Gather the frames of one run's report.
 
@@ -82,6 +84,10 @@ def collect_run(
         Kernel-wait threshold of the gap classification, in ns.
     roofline
         Also gather ``Warehouse.roofline`` (where the warehouse has it).
+    across
+        Also gather what spans the run's steps and ranks (:func:`collect_across`: the
+        critical path of its steps, its job's ranks); ``False`` leaves them for the caller
+        to gather later (a report draws the other charts meanwhile).
 
     Returns
     -------
@@ -93,25 +99,7 @@ def collect_run(
     runs = wh.runs(where={"run_id": run_id})  # with `unusable`: the summary says why
     meta = runs.row(0, named=True) if runs.height else {"run_id": run_id}
     timeline, note = _timeline(wh, ref, steps=timeline_steps)
-    job = ref.job
-    rank_kernels = pl.DataFrame()
-    rank_imbalance = pl.DataFrame()
-    rank_stragglers = pl.DataFrame()
-    rank_runs = getattr(wh, "rank_runs", None)
-    if job is not None and rank_runs is not None:
-        # the job instance once for the three views; one rank alone has nothing to compare
-        # (no heatmap, no imbalance across ranks, no stragglers): its queries are skipped
-        ids = rank_runs(run=ref)
-        if len(ids) > 1:
-            days = days_of(wh, ids)  # their partitions: the same cost at any history length
-            rank_kernels = _with_short_names(wh, wh.call("rank_kernels", ids, days=days), days)
-            rank_imbalance = wh.call("rank_imbalance", ids, days=days)
-            rank_stragglers = wh.call("rank_stragglers", ids, days=days)
-    elif job is not None:
-        rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=ref), None)
-        rank_imbalance = wh.ranks(view="imbalance", run=ref)
-        rank_stragglers = wh.ranks(view="stragglers", run=ref)
-    return RunData(
+    data = RunData(
         run_id=run_id,
         meta=meta,
         kernels=wh.kernels(ref, group_by="short_name", top=top),
@@ -127,13 +115,37 @@ def collect_run(
         launch_kernels=wh.launches(ref, by="kernel"),
         steps=wh.steps(ref, threshold_ns=threshold_ns),
         breakdown=wh.breakdown(ref),
-        rank_kernels=rank_kernels,
-        rank_imbalance=rank_imbalance,
-        rank_stragglers=rank_stragglers,
+        rank_kernels=pl.DataFrame(),
+        rank_imbalance=pl.DataFrame(),
+        rank_stragglers=pl.DataFrame(),
         roofline=collect_roofline(wh, ref) if roofline else None,
         ref=ref,
-        extra={"critical_path": collect_critical_path(wh, ref)},
     )
+    if across:
+        collect_across(wh, data)
+    return data
+
+
+def collect_across(wh: WarehouseLike, data: RunData) -> None:
+    """Fill in ``data`` what spans the run's steps and ranks: the critical path of its first
+    steps (``extra["critical_path"]``) and its job's per-rank kernels, imbalance and stragglers."""
+    ref = data.ref
+    job = ref.job
+    rank_runs = getattr(wh, "rank_runs", None)
+    if job is not None and rank_runs is not None:
+        # the job instance once for the three views; one rank alone has nothing to compare
+        # (no heatmap, no imbalance across ranks, no stragglers): its queries are skipped
+        ids = rank_runs(run=ref)
+        if len(ids) > 1:
+            days = days_of(wh, ids)  # their partitions: the same cost at any history length
+            data.rank_kernels = _with_short_names(wh, wh.call("rank_kernels", ids, days=days), days)
+            data.rank_imbalance = wh.call("rank_imbalance", ids, days=days)
+            data.rank_stragglers = wh.call("rank_stragglers", ids, days=days)
+    elif job is not None:
+        data.rank_kernels = _with_short_names(wh, wh.ranks(view="kernels", run=ref), None)
+        data.rank_imbalance = wh.ranks(view="imbalance", run=ref)
+        data.rank_stragglers = wh.ranks(view="stragglers", run=ref)
+    data.extra["critical_path"] = collect_critical_path(wh, ref)
 
 
 #: Steps whose critical path a report computes (the first ones).
