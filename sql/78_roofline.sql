@@ -67,7 +67,8 @@
 --
 -- roofline(run, op_pattern := NULL, peak_tflops := NULL, peak_tbs := NULL)  (table macro)
 --   grain: roofline_runs for the one run `run`, rows of op names matching `op_pattern`
---          (tw_op_matches; NULL: all), by gpu_ns descending; columns as roofline_runs without
+--          (tw_op_matches; NULL: all), by gpu_ns descending (then op_name, input_dims, params,
+--          dtype, note); columns as roofline_runs without
 --          run_id.
 --
 -- roofline_history(op_pattern := NULL, since := NULL, peak_tflops := NULL, peak_tbs := NULL)
@@ -412,7 +413,7 @@ CREATE OR REPLACE MACRO roofline(run, op_pattern := NULL, peak_tflops := NULL, p
 SELECT * EXCLUDE (run_id)
 FROM roofline_runs([run], peak_tflops := peak_tflops, peak_tbs := peak_tbs)
 WHERE tw_op_matches(op_name, op_pattern)
-ORDER BY gpu_ns DESC, op_name, input_dims, params;
+ORDER BY gpu_ns DESC, op_name, input_dims, params, dtype, note;
 
 CREATE OR REPLACE MACRO roofline_history(op_pattern := NULL, since := NULL, peak_tflops := NULL, peak_tbs := NULL) AS TABLE
 WITH rs AS (

@@ -31,6 +31,10 @@ class Recording:
         self.calls.append("_submit")
         return self.con._submit(*args)
 
+    def execute(self, *args: Any) -> Any:
+        self.calls.append("execute")
+        return self.con.execute(*args)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.con, name)
 
@@ -63,7 +67,23 @@ def test_a_select_is_planned_once_and_a_script_as_before(con: duckdb.DuckDBPyCon
     query_frame(rec, "SET threads = 1")  # type: ignore[arg-type]
     semi = query_frame(rec, "SELECT ';' AS c")  # type: ignore[arg-type]
     assert semi is not None and semi.to_dicts() == [{"c": ";"}]
-    assert rec.calls == ["sql", "sql", "sql"]
+    # what does not begin as a SELECT does (a block comment, a parenthesis, VALUES, EXPLAIN)
+    for other in ("/* c */ SELECT 1 AS a", "(SELECT 1 AS a)", "VALUES (1)", "EXPLAIN SELECT 1"):
+        assert query_frame(rec, other) is not None  # type: ignore[arg-type]
+    assert rec.calls == ["sql"] * 7
+    rec.calls.clear()
+    # plain rows: one execute, no relation
+    rows = fetch_rows(rec, "SELECT 1 AS a")  # type: ignore[arg-type]
+    assert rows.rows == [(1,)] and rec.calls == ["execute"]
+
+
+@pytest.mark.skipif(not hasattr(duckdb.connect(), "_submit"), reason="a DuckDB without _submit")
+def test_names_that_are_one_name_to_duckdb_are_refused_as_before(con: duckdb.DuckDBPyConnection) -> None:
+    rec = Recording(con)
+    for fetch in (fetch_frame, fetch_rows):
+        with pytest.raises(QueryError):
+            fetch(rec, "SELECT $a AS a", {"a": 1, "A": 2})  # type: ignore[arg-type]
+    assert "_submit" not in rec.calls
 
 
 def test_rows_as_plain_values_and_commands_without_rows(con: duckdb.DuckDBPyConnection) -> None:
@@ -72,7 +92,6 @@ def test_rows_as_plain_values_and_commands_without_rows(con: duckdb.DuckDBPyConn
     assert rows.types == ["INTEGER", "INTEGER[]", "STRUCT(a INTEGER)", "TIMESTAMP", "DECIMAL(10,2)",
                           "VARCHAR", "VARCHAR"]
     assert rows.rows == [(3, [1, 2], {"a": 3}, dt.datetime(2026, 1, 2, 3, 4, 5), Decimal("2.50"), "x", None)]
-    assert fetch_rows(con, "SET threads = 2") == fetch_rows(con, "SET threads = 2; SET threads = 2")
     assert fetch_rows(con, "SET threads = 2").rows == []
     assert fetch_frame(con, "SET threads = 2").is_empty()
 

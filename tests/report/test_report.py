@@ -125,6 +125,54 @@ def test_report_cli_site_of_every_run(small_wh: Warehouse, tmp_path: Path) -> No
     assert run_page.count("class='chart'") >= 3
 
 
+def test_a_chart_process_given_to_the_report_stays_the_callers(
+    small_wh: Warehouse, alexnet_id: str, tmp_path: Path
+) -> None:
+    from tracewh.report.render_process import RenderProcess
+
+    with RenderProcess("svg") as child:
+        result = build_report(small_wh, tmp_path / "r", run=alexnet_id, renderer=child)
+        assert result.charts
+        # still the caller's: it draws a chart after the report
+        again = child.submit("again", {"data": {"values": [{"a": 1}]}, "mark": "bar",
+                                       "encoding": {"x": {"field": "a", "type": "quantitative"}}})
+        assert again.result().startswith(b"<svg")
+
+
+def test_a_refused_output_folder_starts_no_chart_process(
+    small_wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracewh.report.render_process as rp
+
+    started: list[object] = []
+    monkeypatch.setattr(rp.RenderProcess, "__init__", lambda self, *a: started.append(a))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not tracewh's")
+    result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root), "--out", str(tmp_path / "mine")])
+    assert result.exit_code != 0 and started == []
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "not tracewh's"
+
+
+def test_the_site_falls_back_to_each_runs_roofline(
+    small_wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracewh.core.errors import QueryError
+    from tracewh.report.source import collect_rooflines
+
+    refs = [small_wh.resolve_run(r) for r in small_wh.runs()["run_id"].to_list()]
+    batch = collect_rooflines(small_wh, refs)
+
+    def failing(runs: object) -> None:
+        raise QueryError("SELECT * FROM roofline_runs($ids)", "Out of Memory Error: test")
+
+    monkeypatch.setattr(small_wh, "roofline_runs", failing)
+    one_by_one = collect_rooflines(small_wh, refs)
+    assert list(one_by_one) == list(batch) == [r.run_id for r in refs]
+    for run_id, frame in batch.items():
+        other = one_by_one[run_id]
+        assert frame is not None and other is not None and frame.equals(other)
+
+
 def test_report_needs_an_output(small_wh: Warehouse) -> None:
     result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root)])
     assert result.exit_code == 2 and "--out" in result.output

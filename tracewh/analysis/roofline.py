@@ -168,7 +168,8 @@ def roofline_runs(wh: Catalog, runs: Sequence[RunSelector]) -> dict[str, pl.Data
 
     ``roofline_runs`` of ``sql/78_roofline.sql`` over all of them: the macros are planned once
     (on a small run, planning is most of the roofline's time), not once per run. Each frame
-    equals ``roofline(wh, run)``: the same rows in the same order (``roofline``'s).
+    equals ``roofline(wh, run)``: the same rows in the same order (``roofline``'s: by GPU time,
+    then name, shapes, params, dtype and note).
     """
     refs = list({ref.run_id: ref for ref in (wh.resolve_run(r) for r in runs)}.values())
     if not refs:
@@ -176,7 +177,7 @@ def roofline_runs(wh: Catalog, runs: Sequence[RunSelector]) -> dict[str, pl.Data
     params = _sql_peaks(None, None)
     df = wh.sql(
         "SELECT * FROM roofline_runs($ids, peak_tflops := $peak_tflops, peak_tbs := $peak_tbs) "
-        "ORDER BY run_id, gpu_ns DESC, op_name, input_dims, params",
+        "ORDER BY run_id, gpu_ns DESC, op_name, input_dims, params, dtype, note",
         {"ids": [ref.run_id for ref in refs], **params}, days=_days(wh, refs),
     )
     parts = {str(key[0]): part.drop("run_id")

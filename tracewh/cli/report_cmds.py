@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -25,10 +23,8 @@ from tracewh.cli.common import (
 from tracewh.cli.conventions import renamed_option
 from tracewh.cli.output import note, run_title, selection_note
 from tracewh.core.errors import MissingExtraError, UsageError
+from tracewh.core.outdir import check_output_dir
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
-
-if TYPE_CHECKING:
-    from tracewh.report.render_process import RenderProcess
 
 # tracewh.report's modules are imported by the commands that use them: `report` needs the
 # report extra (Altair, vl-convert); `export` and `flame` need none (Polars, of the base install)
@@ -64,34 +60,31 @@ def report(
             raise UsageError(f"--level must be one of {', '.join(LEVELS)}, not {level!r}")
         if chart_format not in CHART_FORMATS:
             raise UsageError(f"--chart-format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
-        with contextlib.ExitStack() as stack:
-            renderer = None
-            if out is not None:
-                # the report's chart process starts first: its engine's start overlaps the
-                # imports of the report's modules and the first queries (tracewh.report.render_process)
-                from tracewh.report.render_process import RenderProcess
-                renderer = stack.enter_context(RenderProcess(chart_format))
-            # one snapshot and one connection for every query of the report(s)
-            wh = stack.enter_context(open_warehouse(warehouse).session())
+        # one snapshot and one connection for every query of the report(s)
+        with open_warehouse(warehouse).session() as wh:
             _report(wh, out=out, site=site, run=run, compare=compare, since=since,
-                    limit=limit, level=level, chart_format=chart_format, renderer=renderer)
+                    limit=limit, level=level, chart_format=chart_format)
 
 
 def _report(
     wh: Warehouse, *, out: Path | None, site: Path | None, run: list[str] | None,
     compare: str | None, since: str | None, limit: int, level: str, chart_format: str = "svg",
-    renderer: RenderProcess | None = None,
 ) -> None:
-    from tracewh.report import build_report
-    from tracewh.report.site import build_site
-
     if out is not None:
         t0 = time.perf_counter()
+        check_output_dir(out, kind="report")  # refused before any work, nothing started
         ref = wh.resolve_run(selector(run))
         if selection_note(ref):
             note(selection_note(ref) or "")
-        result = build_report(wh, out, run=ref, compare=compare, since=since, level=level,
-                              chart_format=chart_format, renderer=renderer)
+        # the chart process starts before the report's modules are imported (Altair and
+        # Polars: ~0.3 s), so its engine's start overlaps them (tracewh.report.render_process)
+        from tracewh.report.render_process import RenderProcess
+
+        with RenderProcess(chart_format) as renderer:
+            from tracewh.report import build_report
+
+            result = build_report(wh, out, run=ref, compare=compare, since=since, level=level,
+                                  chart_format=chart_format, renderer=renderer)
         typer.echo(f"wrote {result.folder / 'report.html'} and report.md for {run_title(ref)}: "
                    f"{len(result.charts)} charts in {time.perf_counter() - t0:.1f} s")
         if result.empty:
@@ -99,6 +92,8 @@ def _report(
         for line in result.notes:
             note(line)
     if site is not None:
+        from tracewh.report.site import build_site
+
         t0 = time.perf_counter()
         built = build_site(wh, site, runs=run or None, limit=limit, since=since)
         typer.echo(f"wrote {built.folder / 'index.html'}: {len(built.pages)} pages, {built.charts} charts "

@@ -52,7 +52,7 @@ def fetch_rows(
     """The rows of ``query`` as plain Python values; DuckDB errors as :class:`QueryError`."""
 
     def fetch() -> Rows:
-        if _one_select(query) and hasattr(con, "_submit"):
+        if _one_select(query) and hasattr(con, "_submit") and _plain_params(params):
             # DuckDB 2: run once (a relation binds at con.sql() and again to run); its
             # description names DuckDB's types (DuckDB 1's names DB-API type codes)
             con.execute(query, params or None)
@@ -94,7 +94,7 @@ def query_frame(
     run as one statement, straight into an Arrow stream (:class:`_Statement`), where this
     DuckDB offers it; anything else (a script, a command) goes through ``con.sql()``.
     """
-    if _one_select(query) and hasattr(con, "_submit"):
+    if _one_select(query) and hasattr(con, "_submit") and _plain_params(params):
         return to_frame(_Statement(con, query, params))
     rel = con.sql(query, params=params) if params else con.sql(query)
     return None if rel is None else to_frame(rel)
@@ -123,6 +123,14 @@ _STREAM_BATCH_ROWS = 131_072
 
 #: How a single SELECT statement may begin (after blanks and ``--`` comments).
 _SELECT_START = re.compile(r"(?:\s|--[^\n]*\n)*(?:SELECT|WITH|FROM)\b", re.IGNORECASE)
+
+
+def _plain_params(params: Sequence[Any] | Mapping[str, Any] | None) -> bool:
+    """Whether ``params`` need none of the checks ``con.sql()`` makes: no two names that are
+    one name to DuckDB (it matches them in any case) and only text names."""
+    if not isinstance(params, Mapping):
+        return True
+    return all(isinstance(k, str) for k in params) and len({k.lower() for k in params}) == len(params)
 
 
 def _one_select(query: str) -> bool:

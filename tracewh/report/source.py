@@ -129,7 +129,7 @@ def collect_run(
 def collect_across(wh: WarehouseLike, data: RunData) -> None:
     """Fill in ``data`` what spans the run's steps and ranks: the critical path of its first
     steps (``extra["critical_path"]``) and its job's per-rank kernels, imbalance and stragglers."""
-    ref = data.ref
+    ref = data.ref or wh.resolve_run(data.run_id)
     job = ref.job
     rank_runs = getattr(wh, "rank_runs", None)
     if job is not None and rank_runs is not None:
@@ -179,13 +179,14 @@ def collect_rooflines(wh: WarehouseLike, refs: list[Any]) -> dict[str, pl.DataFr
     """:func:`collect_roofline` of each resolved run, by run_id: one query for all of them where
     the warehouse has ``roofline_runs`` (its macros are planned once, not once per run)."""
     method = getattr(wh, "roofline_runs", None)
-    if method is None or not refs:
-        return {ref.run_id: collect_roofline(wh, ref) for ref in refs}
-    try:
-        found = method(refs)
-    except TracewhError:
-        return {ref.run_id: None for ref in refs}
-    return {ref.run_id: as_frame(found.get(ref.run_id)) for ref in refs}
+    if method is not None and refs:
+        try:
+            found = method(refs)
+        except TracewhError:  # one run's missing file or the larger query's memory: run by run
+            pass
+        else:
+            return {ref.run_id: as_frame(found.get(ref.run_id)) for ref in refs}
+    return {ref.run_id: collect_roofline(wh, ref) for ref in refs}
 
 
 def _timeline(wh: WarehouseLike, ref: Any, *, steps: int) -> tuple[pl.DataFrame, str]:
