@@ -19,7 +19,7 @@ Pages load ``assets/vega.js`` with a classic ``<script src>`` (works from
 from __future__ import annotations
 
 import html
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,8 @@ from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.report import charts, render
 from tracewh.report.document import page, sentence
-from tracewh.report.memory_section import collect_memory, memory_section
-from tracewh.report.modules_section import collect_modules, graph_note, modules_section
+from tracewh.report.memory_section import MemoryData, collect_memory, memory_section
+from tracewh.report.modules_section import ModuleData, collect_modules, graph_note, modules_section
 from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.sections import (
     diff_section,
@@ -40,7 +40,7 @@ from tracewh.report.sections import (
     summary_table,
 )
 from tracewh.report.sitecache import SiteCache, code_digest, page_key
-from tracewh.report.source import collect_diff, collect_rooflines, collect_run, run_label
+from tracewh.report.source import RunData, collect_diff, collect_rooflines, collect_run, run_label
 from tracewh.report.tables import Section
 from tracewh.report.trends import collect_history, history_window
 
@@ -122,9 +122,13 @@ def _build_site(
         # beside the history; submitted before the pages, so a page that waits for it never
         # holds the last free worker
         roofs = pool.submit(collect_rooflines, wh, list(refs.values()))
-        built = dict(zip(todo, pool.map(
-            lambda run_id: _run_page(wh, refs[run_id], threshold_ns=threshold_ns, roofline=roofs),
-            todo), strict=True))
+        # each page's queries in two halves, side by side (its own analyses; its graph note,
+        # layers and memory): a site of one new run uses both cores too; the pages are put
+        # together here, in order, as their halves come back
+        halves = {r: (pool.submit(collect_run, wh, refs[r], threshold_ns=threshold_ns, roofline=False),
+                      pool.submit(_page_extras, wh, refs[r])) for r in todo}
+        built = {r: _run_page(own.result(), *extras.result(), roofline=roofs.result()[r])
+                 for r, (own, extras) in halves.items()}
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
         cache.keep_if_same(BUNDLE, tmp)
@@ -216,18 +220,21 @@ def _diff_pair(wh: WarehouseLike, run_ids: list[str]) -> tuple[str, str] | str:
 PAGE_WORKERS = 2
 
 
-def _run_page(wh: WarehouseLike, ref: Any, *, threshold_ns: int,
-              roofline: Future[dict[str, pl.DataFrame | None]]) -> tuple[str, int, dict[str, Any]]:
-    """A run's page (``ref``: the resolved run): its HTML, its number of charts and its row of
-    the index (``roofline``: the rooflines of the site's pages, by run_id, as the report and
-    the CLI have them; waited for once the page's other queries are done)."""
-    run_id: str = ref.run_id
-    data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False)
-    note = data.extra["graph_note"] = graph_note(wh, data.ref or run_id)  # match quality
-    later = [modules_section(collect_modules(wh, data.ref or run_id, note=note)),
-             memory_section(collect_memory(wh, data.ref or run_id))]
-    data.roofline = roofline.result()[run_id]
-    secs = [*run_sections(data), *later]
+def _page_extras(wh: WarehouseLike, ref: Any) -> tuple[str, ModuleData | None, MemoryData | None]:
+    """The half of a run page's queries beside its own analyses: the graph replays' match
+    quality, the layers and the memory."""
+    note = graph_note(wh, ref)
+    return note, collect_modules(wh, ref, note=note), collect_memory(wh, ref)
+
+
+def _run_page(data: RunData, note: str, modules: ModuleData | None, memory: MemoryData | None, *,
+              roofline: pl.DataFrame | None) -> tuple[str, int, dict[str, Any]]:
+    """A run's page from its frames (``roofline``: the run's, as the report and the CLI have it):
+    its HTML, its number of charts and its row of the index."""
+    run_id = data.run_id
+    data.extra["graph_note"] = note  # match quality
+    data.roofline = roofline
+    secs = [*run_sections(data), modules_section(modules), memory_section(memory)]
     body = [_nav(), f"<h1>Run {html.escape(run_id)}</h1>", summary_table(data).html()]
     n = _append_sections(body, secs)
     spark = charts.sparkline(data.steps)
