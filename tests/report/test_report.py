@@ -173,6 +173,23 @@ def test_the_site_falls_back_to_each_runs_roofline(
         assert frame is not None and other is not None and frame.equals(other)
 
 
+@pytest.mark.slow
+def test_site_pages_are_the_same_whatever_the_batches(
+    small_wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracewh.report.site as site
+
+    build_site(small_wh, tmp_path / "a")
+    monkeypatch.setattr(site, "ROOFLINE_BATCH", 1)  # a roofline query a run, one page ahead
+    monkeypatch.setattr(site, "PAGES_AHEAD", 1)
+    build_site(small_wh, tmp_path / "b")
+    pages = sorted(p.name for p in (tmp_path / "a").glob("run-*.html"))
+    assert len(pages) == small_wh.runs().height >= 2
+    assert pages == sorted(p.name for p in (tmp_path / "b").glob("run-*.html"))
+    for name in pages:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 def test_report_needs_an_output(small_wh: Warehouse) -> None:
     result = CliRunner().invoke(app, ["report", "-w", str(small_wh.root)])
     assert result.exit_code == 2 and "--out" in result.output

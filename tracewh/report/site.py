@@ -19,7 +19,9 @@ Pages load ``assets/vega.js`` with a classic ``<script src>`` (works from
 from __future__ import annotations
 
 import html
-from concurrent.futures import ThreadPoolExecutor
+import itertools
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,14 +123,26 @@ def _build_site(
         # every page's roofline in one query (planned once: most of a small run's roofline),
         # beside the history; submitted before the pages, so a page that waits for it never
         # holds the last free worker
-        roofs = pool.submit(collect_rooflines, wh, list(refs.values()))
+        roofs = pool.submit(_rooflines, wh, [refs[r] for r in todo])
         # each page's queries in two halves, side by side (its own analyses; its graph note,
         # layers and memory): a site of one new run uses both cores too; the pages are put
-        # together here, in order, as their halves come back
-        halves = {r: (pool.submit(collect_run, wh, refs[r], threshold_ns=threshold_ns, roofline=False),
-                      pool.submit(_page_extras, wh, refs[r])) for r in todo}
-        built = {r: _run_page(own.result(), *extras.result(), roofline=roofs.result()[r])
-                 for r, (own, extras) in halves.items()}
+        # together here, in order, as their halves come back, at most PAGES_AHEAD pages'
+        # frames held at once (a site of a year of runs holds a few pages' frames, not all)
+        ahead: deque[tuple[str, Future[RunData], Future[Extras]]] = deque()
+        waiting = iter(todo)
+
+        def start(run_id: str | None) -> None:
+            if run_id is not None:
+                ahead.append((run_id, pool.submit(collect_run, wh, refs[run_id], threshold_ns=threshold_ns,
+                                                  roofline=False), pool.submit(_page_extras, wh, refs[run_id])))
+
+        for run_id in itertools.islice(waiting, PAGES_AHEAD):
+            start(run_id)
+        built: dict[str, tuple[str, int, dict[str, Any]]] = {}
+        while ahead:
+            run_id, own, extras = ahead.popleft()
+            start(next(waiting, None))
+            built[run_id] = _run_page(own.result(), *extras.result(), roofline=roofs.result()[run_id])
         (tmp / "assets").mkdir()
         (tmp / BUNDLE).write_text(render.javascript_bundle(), encoding="utf-8")
         cache.keep_if_same(BUNDLE, tmp)
@@ -220,7 +234,26 @@ def _diff_pair(wh: WarehouseLike, run_ids: list[str]) -> tuple[str, str] | str:
 PAGE_WORKERS = 2
 
 
-def _page_extras(wh: WarehouseLike, ref: Any) -> tuple[str, ModuleData | None, MemoryData | None]:
+#: Pages whose queries run ahead of the page being put together (their frames held meanwhile).
+PAGES_AHEAD = 3
+#: Runs whose rooflines one query computes: the macros are planned once a batch, and a batch
+#: bounds the query's memory at any site size (10 real runs: the site's peak as with one query
+#: a run, ~480 MB; 20 in one query: +90 MB).
+ROOFLINE_BATCH = 10
+
+#: A page's second half: the graph replays' match quality, its layers, its memory.
+Extras = tuple[str, ModuleData | None, MemoryData | None]
+
+
+def _rooflines(wh: WarehouseLike, refs: list[Any]) -> dict[str, pl.DataFrame | None]:
+    """The rooflines of ``refs``, by run_id, :data:`ROOFLINE_BATCH` runs a query."""
+    found: dict[str, pl.DataFrame | None] = {}
+    for i in range(0, len(refs), ROOFLINE_BATCH):
+        found.update(collect_rooflines(wh, refs[i:i + ROOFLINE_BATCH]))
+    return found
+
+
+def _page_extras(wh: WarehouseLike, ref: Any) -> Extras:
     """The half of a run page's queries beside its own analyses: the graph replays' match
     quality, the layers and the memory."""
     note = graph_note(wh, ref)
