@@ -52,9 +52,8 @@ def fetch_rows(
     """The rows of ``query`` as plain Python values; DuckDB errors as :class:`QueryError`."""
 
     def fetch() -> Rows:
-        if _one_select(query) and hasattr(con, "_submit") and _plain_params(params):
-            # DuckDB 2: run once (a relation binds at con.sql() and again to run); its
-            # description names DuckDB's types (DuckDB 1's names DB-API type codes)
+        if _runs_once(con, query, params):
+            # its description names DuckDB's types (DuckDB 1's names DB-API type codes)
             con.execute(query, params or None)
             described = con.description or []
             return Rows([d[0] for d in described], [str(d[1]) for d in described], con.fetchall())
@@ -94,7 +93,7 @@ def query_frame(
     run as one statement, straight into an Arrow stream (:class:`_Statement`), where this
     DuckDB offers it; anything else (a script, a command) goes through ``con.sql()``.
     """
-    if _one_select(query) and hasattr(con, "_submit") and _plain_params(params):
+    if _runs_once(con, query, params):
         return to_frame(_Statement(con, query, params))
     rel = con.sql(query, params=params) if params else con.sql(query)
     return None if rel is None else to_frame(rel)
@@ -123,6 +122,15 @@ _STREAM_BATCH_ROWS = 131_072
 
 #: How a single SELECT statement may begin (after blanks and ``--`` comments).
 _SELECT_START = re.compile(r"(?:\s|--[^\n]*\n)*(?:SELECT|WITH|FROM)\b", re.IGNORECASE)
+
+
+def _runs_once(
+    con: duckdb.DuckDBPyConnection, query: str, params: Sequence[Any] | Mapping[str, Any] | None
+) -> bool:
+    """Whether ``query`` runs as one statement, planned once, rather than through ``con.sql()``
+    (which binds it, then binds and plans it again to read it): a single SELECT, on DuckDB 2
+    (``_submit``), with parameters that need none of ``con.sql()``'s checks."""
+    return _one_select(query) and hasattr(con, "_submit") and _plain_params(params)
 
 
 def _plain_params(params: Sequence[Any] | Mapping[str, Any] | None) -> bool:
