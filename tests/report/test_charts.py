@@ -49,7 +49,7 @@ def test_builders_in_threads_leave_altairs_debug_mode_as_it_was() -> None:
     import polars as pl
     from altair.utils import schemapi
 
-    from tracewh.report import charts
+    from tracewh.report import charts, validation
 
     steps = pl.DataFrame({"step": [1, 2, 3], "wall_ns": [5_000_000, 6_000_000, 5_500_000]})
     barrier = threading.Barrier(4)
@@ -66,6 +66,6 @@ def test_builders_in_threads_leave_altairs_debug_mode_as_it_was() -> None:
     for t in threads:
         t.join()
     assert schemapi.DEBUG_MODE
-    with charts.no_validation():
+    with validation.no_validation():
         assert not schemapi.DEBUG_MODE
     assert schemapi.DEBUG_MODE

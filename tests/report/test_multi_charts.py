@@ -47,3 +47,46 @@ def test_the_rank_heatmap_is_the_same_whatever_the_row_order() -> None:
     kept = {row["kernel"] for row in chart.to_dict()["data"]["values"]}
     # the 7 of 2,000 ns, then the first 5 names of 1,000 ns
     assert kept == {f"k{i:02d}" for i in (0, 3, 6, 9, 12, 15, 18, 1, 2, 4, 5, 7)}
+
+
+def _history(nights: int, ranks: int = 2) -> pl.DataFrame:
+    start = dt.datetime(2025, 1, 1)
+    return pl.DataFrame({
+        "time": [start + dt.timedelta(days=i) for i in range(nights) for _ in range(ranks)],
+        "value_ns": [100_000_000 + 1000 * i for i in range(nights) for _ in range(ranks)],
+        "rank": [r for _ in range(nights) for r in range(ranks)],
+        "regression": [i == nights - 1 for i in range(nights) for _ in range(ranks)],
+    })
+
+
+@pytest.mark.parametrize(("nights", "pointed"), [(150, True), (151, False)])
+def test_a_long_history_is_drawn_as_lines_its_regressions_still_ringed(nights: int, pointed: bool) -> None:
+    # 150 runs a line (2 ranks: 300 rows) keep a point per run; one more night and only the
+    # lines are drawn (a static image: the points would overlap into a band)
+    chart = multi_charts.trend(_history(nights), x="time", y="value_ns", series="rank",
+                               flag="regression", max_points=150)
+    assert chart is not None
+    layers = chart.to_dict()["layer"]
+    assert layers[0]["mark"] == {"type": "line", "point": pointed}
+    rings = [lay for lay in layers if lay.get("transform") == [{"filter": "datum.regression"}]]
+    assert len(rings) == 1 and rings[0]["mark"]["type"] == "point"
+
+
+def test_without_a_limit_every_run_is_a_point() -> None:
+    chart = multi_charts.trend(_history(400), x="time", y="value_ns", series="rank", flag="regression")
+    assert chart is not None
+    assert chart.to_dict()["layer"][0]["mark"] == {"type": "line", "point": True}
+
+
+def test_the_reports_history_sections_pass_the_limit_the_sites_keep_every_point() -> None:
+    from tracewh.report.build import STATIC_TREND_POINTS
+    from tracewh.report.sections import history_sections
+    from tracewh.report.trends import Trend
+
+    frame = _history(STATIC_TREND_POINTS + 1).with_columns(pl.lit("r").alias("run_id"))
+    trends = [Trend("Step time per run", frame)]
+    (report,) = history_sections(trends, max_points=STATIC_TREND_POINTS)
+    (site,) = history_sections(trends)
+    assert report.chart is not None and site.chart is not None
+    assert report.chart.to_dict()["layer"][0]["mark"]["point"] is False
+    assert site.chart.to_dict()["layer"][0]["mark"]["point"] is True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +39,8 @@ class Pinned:
     # per connection (by id): the selection (days, since) each view's files were chosen for;
     # a query that does not read a table keeps it if it holds the files of the same selection
     selections: dict[int, dict[str, Hashable]] = field(default_factory=dict)
-    memo: dict[Hashable, Any] = field(default_factory=dict)  # see Session.memoized
+    memo: dict[Hashable, Future[Any]] = field(default_factory=dict)  # see memoized
+    computing: dict[Hashable, int] = field(default_factory=dict)  # key -> the thread computing it
     owner: int = 0  # the thread that opened the session: it queries on `con`
     # other threads' confined connections, and each thread's one of Session.connection
     threads: dict[int, duckdb.DuckDBPyConnection] = field(default_factory=dict)
@@ -58,12 +60,39 @@ class Pinned:
         set (``runs``, ``changes`` and ``check`` each need it) and the ``series_values``
         of ``changes`` and ``check``. ``key`` must name everything the result depends on
         besides the snapshot; the result is shared, so it must not be modified.
+
+        Threads that ask for a ``key`` being computed wait for that result rather than
+        compute it again (a report's threads ask for the run set at once: ~0.4 s of CPU at
+        3,000 runs); no lock is held while computing, so other keys go on meanwhile. A
+        computation that fails is not kept: its error goes to those waiting, and the next call
+        computes again.
         """
+        me = threading.get_ident()
         with self.lock:
-            if key in self.memo:
-                found: _T = self.memo[key]
-                return found
-        value = compute()  # not under the lock: another thread's queries go on meanwhile
+            found_entry = self.memo.get(key)
+            mine = found_entry is None
+            # asked again by the thread computing it (from compute): no waiting on itself
+            again = found_entry is not None and self.computing.get(key) == me and not found_entry.done()
+            if found_entry is None:
+                entry: Future[Any] = Future()
+                self.memo[key] = entry
+                self.computing[key] = me
+            else:
+                entry = found_entry
+        if again:
+            return compute()
+        if not mine:
+            found: _T = entry.result()
+            return found
+        try:
+            value = compute()  # not under the lock: another thread's queries go on meanwhile
+        except BaseException as exc:
+            with self.lock:
+                self.memo.pop(key, None)
+                self.computing.pop(key, None)
+            entry.set_exception(exc)
+            raise
         with self.lock:
-            result: _T = self.memo.setdefault(key, value)
-        return result
+            self.computing.pop(key, None)
+        entry.set_result(value)
+        return value

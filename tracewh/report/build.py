@@ -13,6 +13,7 @@ import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tracewh import __version__
 from tracewh.core.errors import UsageError
@@ -25,14 +26,6 @@ from tracewh.report.modules_section import collect_modules, graph_note, modules_
 from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.render import CHART_FORMATS
 from tracewh.report.render_process import RenderProcess
-from tracewh.report.roof import roofline_section
-from tracewh.report.sections import (
-    ACROSS_KEYS,
-    diff_section,
-    history_sections,
-    run_sections,
-    summary_table,
-)
 from tracewh.report.source import (
     collect_across,
     collect_diff,
@@ -40,9 +33,18 @@ from tracewh.report.source import (
     collect_run,
     run_label,
 )
+from tracewh.report.tables import Section
 from tracewh.report.trends import collect_history, history_window
 
-__all__ = ["ReportResult", "build_report"]
+# the sections' chart modules (sections, roof: Altair, ~0.2-0.3 s to import) are imported by
+# build_report while its first queries run, not when this module is
+
+__all__ = ["STATIC_TREND_POINTS", "ReportResult", "build_report"]
+
+#: A history chart of the report (a static image) marks each run as a point up to this many
+#: runs a line: beyond, the points are under 5 px apart on its ~700 px and only the line is
+#: drawn (the site's interactive charts keep every point: each has a tooltip).
+STATIC_TREND_POINTS = 150
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,9 @@ def build_report(
         raise UsageError(f"chart format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
     check_output_dir(out, kind="report")  # before any work: refuse early, change nothing
     # the charts of each group of sections render (a child process: vl-convert holds the
-    # GIL) while the next group's queries run; the two largest queries (the roofline, the history's
-    # change points) run beside the run's own (a connection of their own in a session)
+    # GIL) while the next group's queries run; the two largest parts (the history, then its
+    # charts; the roofline) run beside the run's own queries (a connection of their own in a
+    # session), and the chart modules are imported while their first queries run
     with one_snapshot(wh), ChartRenderer(fmt=chart_format, child=renderer) as drawing, \
             ThreadPoolExecutor(2, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
@@ -123,13 +126,16 @@ def build_report(
         # says how many runs of the workload it leaves out
         first, window = history_window(wh, since, run=ref.run_id)
         # the history first: the longest part once there are thousands of runs
-        history = side.submit(collect_history, wh, since=first, run=ref.run_id, window_note=window)
+        history = side.submit(_drawn_history, drawing, wh, since=first, run=ref.run_id,
+                              window_note=window)
         roofline = side.submit(collect_roofline, wh, ref)
+        from tracewh.report.roof import roofline_section
+        from tracewh.report.sections import ACROSS_KEYS, diff_section, run_sections, summary_table
+
         # each group of charts is handed to the renderer as soon as its data is there: the
         # run's own analyses, the critical path and ranks (collect_across), the roofline, the
-        # history (when the side thread has it by then), the layers and memory; the sections
-        # keep their order: the run's, the roofline (as run_sections puts it), layers, memory,
-        # history
+        # layers and memory, the history (from its own thread); the sections keep their
+        # order: the run's, the roofline (as run_sections puts it), layers, memory, history
         data = collect_run(wh, ref, threshold_ns=threshold_ns, roofline=False, across=False)
         drawing.add(s for s in run_sections(data) if s.key not in ACROSS_KEYS)
         collect_across(wh, data)
@@ -141,12 +147,10 @@ def build_report(
         if data.roofline is not None:
             sections.append(roofline_section(data.roofline, graph_note=note))
             drawing.add(sections[-1:])
-        trends = history_sections(history.result()) if history.done() else None
-        drawing.add(trends or [])
         sections += [modules_section(collect_modules(wh, data.ref or data.run_id, note=note)),
                      memory_section(collect_memory(wh, data.ref or data.run_id))]
         drawing.add(sections)
-        sections += trends if trends is not None else history_sections(history.result())
+        sections += history.result()
         if compare is not None:
             # the report's run is A, --compare's run B: the direction of `tracewh diff A B`
             other = wh.resolve_run(compare).run_id
@@ -167,3 +171,14 @@ def build_report(
     charts = [s.key for s in sections if s.chart is not None]
     empty = [s.key for s in sections if s.chart is None]
     return ReportResult(folder.absolute(), files, charts, empty, [window] if window else [])
+
+
+def _drawn_history(drawing: ChartRenderer, wh: WarehouseLike, **options: Any) -> list[Section]:
+    """The history's sections (:func:`~tracewh.report.trends.collect_history` with ``options``),
+    their charts handed to ``drawing`` as soon as they are made."""
+    found = collect_history(wh, **options)
+    from tracewh.report.sections import history_sections
+
+    sections = history_sections(found, max_points=STATIC_TREND_POINTS)
+    drawing.add(sections)
+    return sections

@@ -9,17 +9,14 @@ metrics themselves are defined once, in the SQL views.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import math
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final
 
 import altair as alt
 import polars as pl
 
 from tracewh.core.textsafe import escape_nested
+from tracewh.report.validation import unvalidated
 
 #: Width of full-size charts, in CSS pixels.
 WIDTH = 860  # readable at 1400 px; PNGs scale down (max-width 100%) in narrow windows
@@ -34,48 +31,6 @@ _CATEGORY_SCHEME: Final = "tableau10"
 
 #: An Altair chart (Chart, LayerChart, FacetChart...): Altair's own types are loose.
 AnyChart = Any
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def unvalidated(build: _F) -> _F:
-    """Run a chart builder with Altair's construction-time validation off.
-
-    Altair (in its default "debug mode") validates every schema object against the
-    Vega-Lite JSON schema as it is made: ~0.4 s for the inline data of a 4000-op timeline,
-    most of a page's chart time. The charts are the same without it (the tests validate
-    every kind of chart, ``render.spec(chart, validate=True)``).
-    """
-
-    @functools.wraps(build)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with no_validation():
-            return build(*args, **kwargs)
-
-    return cast("_F", wrapper)
-
-
-_DEBUG_LOCK = threading.Lock()
-_DEBUG_USERS: list[bool] = []  # one entry per builder running (any thread); [0]: the mode before
-
-
-@contextlib.contextmanager
-def no_validation() -> Iterator[None]:
-    """Altair's debug mode off while any builder runs (threads build pages side by side):
-    the first to start turns it off, the last to finish puts back what it was."""
-    from altair.utils import schemapi
-
-    with _DEBUG_LOCK:
-        _DEBUG_USERS.append(schemapi.DEBUG_MODE if not _DEBUG_USERS else _DEBUG_USERS[0])
-        schemapi.DEBUG_MODE = False
-    try:
-        yield
-    finally:
-        with _DEBUG_LOCK:
-            before = _DEBUG_USERS.pop()
-            if not _DEBUG_USERS:
-                schemapi.DEBUG_MODE = before
-
-
 class Chart(alt.Chart):
     """``alt.Chart`` whose ``encode`` takes shorthands (``x="t_ms:Q"``) at a fraction of the cost.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -80,18 +81,22 @@ class ChartRenderer:
         self._own = child is None
         self._child = RenderProcess(fmt) if child is None else child
         self._jobs: dict[str, tuple[dict[str, Any], Future[bytes]]] = {}
+        self._lock = threading.Lock()
 
     def add(self, sections: Iterable[Section]) -> None:
-        """Start rendering the charts of ``sections`` (a key already added is kept)."""
+        """Start rendering the charts of ``sections`` (a key already added is kept); any thread."""
         for sec in sections:
-            if sec.chart is None or sec.key in self._jobs:
-                continue
-            vl = render.spec(sec.chart)
-            self._jobs[sec.key] = (vl, self._child.submit(sec.key, vl, self.fmt))
+            with self._lock:
+                if sec.chart is None or sec.key in self._jobs:
+                    continue
+                vl = render.spec(sec.chart)
+                self._jobs[sec.key] = (vl, self._child.submit(sec.key, vl, self.fmt))
 
     def result(self) -> dict[str, ChartFile]:
         """Every chart added, rendered (waits for them; raises a chart's render error)."""
-        return {key: ChartFile(key, job.result(), vl, self.fmt) for key, (vl, job) in self._jobs.items()}
+        with self._lock:
+            jobs = dict(self._jobs)
+        return {key: ChartFile(key, job.result(), vl, self.fmt) for key, (vl, job) in jobs.items()}
 
     def __enter__(self) -> ChartRenderer:
         return self

@@ -9,14 +9,16 @@ behind it and the peak marked, then tables of the peak's holders and the per-ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import polars as pl
 
 from tracewh.core.errors import TracewhError
-from tracewh.report.charts import WIDTH, AnyChart, Chart, unvalidated, values
 from tracewh.report.tables import Column, Section, table
+from tracewh.report.validation import unvalidated
+
+if TYPE_CHECKING:
+    from tracewh.report.charts import AnyChart
 
 #: Time buckets of the memory timeline (each keeps its highest level).
 TIMELINE_BUCKETS = 600
@@ -69,6 +71,10 @@ def _amount(nbytes: float) -> str:
 @unvalidated
 def memory_chart(data: MemoryData) -> AnyChart | None:
     """Per device: allocated and reserved over time, steps shaded, the peak marked."""
+    import altair as alt  # drawn on demand: gathering the data imports no chart library
+
+    from tracewh.report.charts import WIDTH, Chart, values
+
     if data.summary.is_empty() or data.timeline.is_empty():
         return None
     panels = []

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import altair as alt
 import polars as pl
 
 from tracewh.core.errors import TracewhError
-from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, unvalidated, values
 from tracewh.report.tables import Column, Section, table
+from tracewh.report.validation import unvalidated
+
+if TYPE_CHECKING:
+    from tracewh.report.charts import AnyChart
 
 #: Bars drawn at most (the layers in order; the rest are in the table).
 MAX_LAYERS = 64
@@ -125,6 +127,10 @@ def layers(data: ModuleData) -> pl.DataFrame:
 @unvalidated
 def layer_chart(data: ModuleData) -> AnyChart | None:
     """Bars: GPU time of each layer (inclusive), in model order."""
+    import altair as alt  # drawn on demand: gathering the data imports no chart library
+
+    from tracewh.report.charts import LABEL_LIMIT, WIDTH, Chart, values
+
     df = layers(data).head(MAX_LAYERS)
     if df.is_empty():
         return None

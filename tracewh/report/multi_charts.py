@@ -18,9 +18,9 @@ from tracewh.report.charts import (
     AnyChart,
     Chart,
     chart_title,
-    unvalidated,
     values,
 )
+from tracewh.report.validation import unvalidated
 
 
 @unvalidated
@@ -69,11 +69,15 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
 @unvalidated
 def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
           flag: str | None = None, title: str = "History",
-          y_title: str = "GPU time (ms)", marks: pl.DataFrame | None = None) -> AnyChart | None:
+          y_title: str = "GPU time (ms)", marks: pl.DataFrame | None = None,
+          max_points: int | None = None) -> AnyChart | None:
     """Line chart of a metric over runs; points flagged as regressions drawn as red rings.
 
     ``y`` holds ns and is drawn in ms; ``flag`` names a boolean column marking regressions;
     ``marks`` (``time``, ``label``) are change points, drawn as dashed rules with their label.
+    Each run is a point on its line while no line has more than ``max_points`` runs (``None``:
+    always); beyond that the points would overlap into a band (a static image has no tooltip to
+    show for them) and the line is drawn alone, the regressions' rings still drawn.
     """
     if history.is_empty() or x not in history.columns or y not in history.columns:
         return None
@@ -92,7 +96,9 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
         enc["color"] = alt.Color("series:N", title=series, legend=alt.Legend(labelLimit=LABEL_LIMIT))
     base = Chart(values(df)).encode(**enc)
     tips = [alt.Tooltip(f"x:{x_type}", title="run start"), alt.Tooltip("ms:Q", title=y_title, format=",.3f")]
-    line = base.mark_line(point=True).encode(tooltip=tips)
+    longest = df.group_by("series").len()["len"].max() if series else df.height
+    pointed = max_points is None or (isinstance(longest, int) and longest <= max_points)
+    line = base.mark_line(point=pointed).encode(tooltip=tips)
     layers: list[Any] = [line]
     flagged = bool(flag) and bool(df["regression"].any())
     if flagged:

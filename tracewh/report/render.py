@@ -36,12 +36,12 @@ def spec(chart: Any, *, validate: bool = False) -> dict[str, Any]:
     chart, ~20 charts a page): the charts are built by this package's own code, so
     the tests validate every kind of chart (``validate=True``) and reports do not.
     """
-    from tracewh.report.charts import no_validation
+    from tracewh.report.validation import no_validation
 
     if validate:
         checked: dict[str, Any] = chart.to_dict(validate=True)
         return checked
-    with no_validation():  # nor each object made on the way (see charts.unvalidated)
+    with no_validation():  # nor each object made on the way (see validation.unvalidated)
         result: dict[str, Any] = chart.to_dict(validate=False)
     return result
 

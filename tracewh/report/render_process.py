@@ -92,8 +92,9 @@ class RenderProcess:
             if not self._reader.is_alive():
                 job.set_exception(self._stopped(key))
                 return job
+            # queued in the same order as answers are awaited, whichever thread submits
             self._pending.append((key, job))
-        self._outbox.put(_frame((key, vl_spec, fmt)))
+            self._outbox.put(_frame((key, vl_spec, fmt)))
         return job
 
     def close(self) -> None:

@@ -21,10 +21,10 @@ from tracewh.report.charts import (
     AnyChart,
     Chart,
     chart_title,
-    unvalidated,
     values,
 )
 from tracewh.report.tables import Column, Section, table
+from tracewh.report.validation import unvalidated
 
 #: Operator rows drawn at most (largest GPU time first).
 MAX_POINTS = 200

@@ -176,16 +176,19 @@ def summary_table(data: RunData) -> Table:
 HISTORY_ROWS = 15
 
 
-def history_sections(trends: list[Trend] | None, *, prefix: str = "") -> list[Section]:
+def history_sections(trends: list[Trend] | None, *, prefix: str = "",
+                     max_points: int | None = None) -> list[Section]:
     """Trend charts (step time, each regressed metric), or one "no history data" section.
 
-    ``prefix`` keeps the keys (chart ids) of several workloads' histories on one page apart."""
+    ``prefix`` keeps the keys (chart ids) of several workloads' histories on one page apart;
+    ``max_points``: the runs a line may have and still show each as a point
+    (:func:`~tracewh.report.multi_charts.trend`; ``None``: always)."""
     if not trends:
         return [Section(f"{prefix}history", "History", None, "no history data")]
     out = []
     for i, t in enumerate(trends):
         chart = multi_charts.trend(t.frame, x="time", y="value_ns", series="rank", flag="regression",
-                             title=t.title, marks=t.marks,
+                             title=t.title, marks=t.marks, max_points=max_points,
                              y_title=t.y_title or ("step time (ms)" if i == 0 else "GPU time per step (ms)"))
         shown = f" (newest {HISTORY_ROWS} of {t.frame.height} runs)" if t.frame.height > HISTORY_ROWS else ""
         tables = [table(t.title + shown, t.frame.sort("time", descending=True), [
