@@ -44,6 +44,32 @@ def test_charts_come_back_in_order_as_in_process() -> None:
     assert charts._proc.returncode == 0  # it exited when its input closed
 
 
+def test_threads_submitting_at_once_each_get_their_own_chart() -> None:
+    # the report's history thread hands its charts over while the main thread hands over
+    # the run's: each answer must go to the chart it was drawn from
+    import threading
+
+    def titled(name: str) -> dict[str, object]:
+        return {**BAR, "title": name}
+
+    got: dict[str, bytes] = {}
+    with RenderProcess("svg") as charts:
+        barrier = threading.Barrier(4)
+
+        def submit(t: int) -> None:
+            barrier.wait()
+            jobs = {f"t{t}-{i}": charts.submit(f"t{t}-{i}", titled(f"t{t}-{i}")) for i in range(5)}
+            got.update({key: job.result(timeout=60) for key, job in jobs.items()})
+
+        threads = [threading.Thread(target=submit, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+    assert len(got) == 20
+    assert all(f">{key}</text>".encode() in image for key, image in got.items())
+
+
 def test_a_chart_it_cannot_draw_is_named_and_the_others_are_drawn() -> None:
     bad = {"mark": "no-such-mark", "data": {"values": []}}
     with RenderProcess() as charts:
