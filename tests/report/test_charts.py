@@ -69,3 +69,30 @@ def test_builders_in_threads_leave_altairs_debug_mode_as_it_was() -> None:
     with validation.no_validation():
         assert not schemapi.DEBUG_MODE
     assert schemapi.DEBUG_MODE
+
+
+def test_labels_are_trimmed_in_their_text_never_by_measuring_them() -> None:
+    # vl-convert measures a text by converting it to paths: a labelLimit measures every
+    # label once more (25-30% of a report's rendering); long names are cut in the middle
+    # by the label expression instead, and the image shows the same cut
+    import html
+    import json
+
+    import polars as pl
+
+    from tracewh.report import charts, render
+
+    long = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>)")
+    kernels = pl.DataFrame({"name": [long, "gemm"], "calls": [1, 2], "total_ns": [5_000, 3_000],
+                            "mean_ns": [5_000, 1_500], "pct": [62.5, 37.5]})
+    chart = charts.top_kernels(kernels)
+    assert chart is not None
+    vl = render.spec(chart)
+    assert vl["config"]["axis"]["labelLimit"] == 0 and vl["config"]["legend"]["labelLimit"] == 0
+    assert json.dumps(vl).count('"labelLimit"') == 2  # nowhere else
+    assert render.spec(chart, validate=True) == vl
+    svg = render.image(vl, key="top_kernels").decode()
+    trimmed = long[:24] + "…" + long[-19:]
+    assert f">{html.escape(trimmed, quote=False)}</text>" in svg
+    assert f">{html.escape(long, quote=False)}</text>" not in svg  # (whole in its aria text)

@@ -244,3 +244,5 @@ def test_every_chart_spec_is_valid_vega_lite(small_wh: Warehouse, alexnet_id: st
     assert len(charts) >= 5
     for sec in charts:
         assert render.spec(sec.chart, validate=True) == render.spec(sec.chart), sec.key
+        # no label is cut by measuring it (render.LABELS_UNMEASURED): only the config's two
+        assert json.dumps(render.spec(sec.chart)).count('"labelLimit"') == 2, sec.key

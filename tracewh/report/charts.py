@@ -20,12 +20,24 @@ from tracewh.report.validation import unvalidated
 
 #: Width of full-size charts, in CSS pixels.
 WIDTH = 860  # readable at 1400 px; PNGs scale down (max-width 100%) in narrow windows
-#: Longest axis label (kernel names) in pixels before Vega truncates with an ellipsis.
+#: Room in pixels kept for the longest axis label (kernel names, trimmed to 44 characters).
 LABEL_LIMIT = 260
-#: Vega expression trimming an axis label in the middle (kernel names differ at both ends),
-#: the cut marked with "…"; the tooltip carries the whole name.
-MIDDLE_LABEL = ("length(datum.label) > 44 ? slice(datum.label, 0, 24) + '…' + "
-                "slice(datum.label, length(datum.label) - 19) : datum.label")
+
+
+def middle_trim(expr: str = "datum.label", keep: int = 44, head: int = 24) -> str:
+    """A Vega expression: the text ``expr`` trimmed in the middle to at most ``keep`` characters.
+
+    The cut is marked with "…" (kernel names differ at both ends); the tooltip carries the
+    whole text. Labels are trimmed in their text, never by measuring them: a chart's spec
+    sets no ``labelLimit`` (:data:`tracewh.report.render.LABELS_UNMEASURED`).
+    """
+    tail = keep - head - 1
+    return (f"length({expr}) > {keep} ? slice({expr}, 0, {head}) + '…' + "
+            f"slice({expr}, length({expr}) - {tail}) : {expr}")
+
+
+#: Vega expression trimming an axis or legend label in the middle (:func:`middle_trim`).
+MIDDLE_LABEL = middle_trim()
 
 _CATEGORY_SCHEME: Final = "tableau10"
 
@@ -93,7 +105,7 @@ def top_kernels(kernels: pl.DataFrame, *, top: int = 15) -> AnyChart | None:
         .mark_bar(color="#4c78a8")
         .encode(
             x=alt.X("total_ms:Q", title="GPU time (ms)"),
-            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr=MIDDLE_LABEL)),
+            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelExpr=MIDDLE_LABEL)),
             tooltip=[
                 alt.Tooltip("kernel:N"),
                 alt.Tooltip("calls:Q"),
@@ -157,7 +169,7 @@ def timeline(ops: pl.DataFrame, *, note: str = "") -> AnyChart | None:
         .encode(
             x=alt.X("start_ms:Q", title="time since window start (ms)"),
             x2="end_ms:Q",
-            y=alt.Y("lane:N", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT)),
+            y=alt.Y("lane:N", title=None, axis=alt.Axis(labelExpr=MIDDLE_LABEL)),
             color=alt.Color("category:N", title="category", scale=alt.Scale(scheme=_CATEGORY_SCHEME)),
             tooltip=["kernel:N", "category:N", "step:Q", "lane:N",
                      alt.Tooltip("start_ms:Q", title="start (ms)", format=",.3f"),

@@ -23,6 +23,9 @@ from tracewh.report.validation import unvalidated
 if TYPE_CHECKING:
     from tracewh.report.charts import AnyChart
 
+#: Vega expression: the last part of a module path (the layer's own name).
+LAST_SEGMENT = "split(datum.label, '/')[length(split(datum.label, '/')) - 1]"
+
 #: Bars drawn at most (the layers in order; the rest are in the table).
 MAX_LAYERS = 64
 
@@ -129,7 +132,7 @@ def layer_chart(data: ModuleData) -> AnyChart | None:
     """Bars: GPU time of each layer (inclusive), in model order."""
     import altair as alt  # drawn on demand: gathering the data imports no chart library
 
-    from tracewh.report.charts import LABEL_LIMIT, WIDTH, Chart, values
+    from tracewh.report.charts import LABEL_LIMIT, WIDTH, Chart, middle_trim, values
 
     df = layers(data).head(MAX_LAYERS)
     if df.is_empty():
@@ -144,7 +147,7 @@ def layer_chart(data: ModuleData) -> AnyChart | None:
         .encode(
             x=alt.X("gpu_ms:Q", title="GPU time (ms)"),
             y=alt.Y("module_path:N", sort=alt.EncodingSortField(field="k", order="ascending"),
-                    title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr="split(datum.label, '/')[length(split(datum.label, '/')) - 1]")),
+                    title=None, axis=alt.Axis(labelExpr=middle_trim(LAST_SEGMENT))),
             tooltip=[alt.Tooltip("module_path:N", title="module"), alt.Tooltip("calls:Q"),
                      alt.Tooltip("kernels:Q"),
                      alt.Tooltip("gpu_ms:Q", title="GPU time (ms)", format=",.3f"),

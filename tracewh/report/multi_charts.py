@@ -49,7 +49,7 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
     order = totals[label].to_list()
     base = Chart(values(df)).encode(
         x=alt.X("rank:O", title="rank", axis=alt.Axis(labelAngle=0, orient="top")),
-        y=alt.Y("kernel:N", sort=order, title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr=MIDDLE_LABEL)),
+        y=alt.Y("kernel:N", sort=order, title=None, axis=alt.Axis(labelExpr=MIDDLE_LABEL)),
     )
     cells = base.mark_rect().encode(
         color=alt.Color("ratio:Q", title="× median rank",
@@ -93,7 +93,7 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
         "y": alt.Y("ms:Q", title=y_title, scale=alt.Scale(zero=False)),
     }
     if series:
-        enc["color"] = alt.Color("series:N", title=series, legend=alt.Legend(labelLimit=LABEL_LIMIT))
+        enc["color"] = alt.Color("series:N", title=series, legend=alt.Legend(labelExpr=MIDDLE_LABEL))
     base = Chart(values(df)).encode(**enc)
     tips = [alt.Tooltip(f"x:{x_type}", title="run start"), alt.Tooltip("ms:Q", title=y_title, format=",.3f")]
     longest = df.group_by("series").len()["len"].max() if series else df.height
@@ -140,7 +140,7 @@ def diverging(diff: pl.DataFrame, *, label: str, delta: str, top: int = 15) -> A
         .mark_bar()
         .encode(
             x=alt.X("delta_ms:Q", title="change in GPU time per step (ms, B − A)"),
-            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_LIMIT, labelExpr=MIDDLE_LABEL)),
+            y=alt.Y("kernel:N", sort="-x", title=None, axis=alt.Axis(labelExpr=MIDDLE_LABEL)),
             color=alt.condition("datum.delta_ms > 0", alt.value("#e45756"), alt.value("#54a24b")),
             tooltip=["kernel:N", alt.Tooltip("delta_ms:Q", title="Δ (ms)", format="+,.3f")],
         )

@@ -29,8 +29,17 @@ class ChartRenderError(TracewhError):
         super().__init__(f"chart {key!r} could not be rendered: {reason}")
 
 
+#: The config every chart's spec carries: no axis or legend label is truncated by measuring it.
+#: vl-convert measures a text by converting it to paths (usvg, the font file opened and mapped
+#: again for each character), and ``labelLimit`` (Vega's default: 180 px on axes, 160 px on
+#: legends) measures every label once more to see whether it must be cut: 25-30% of the
+#: renderer's time for a report's charts. Long labels are trimmed in their text instead
+#: (:func:`tracewh.report.charts.middle_trim`): the images are the same for the same labels.
+LABELS_UNMEASURED: dict[str, dict[str, int]] = {"axis": {"labelLimit": 0}, "legend": {"labelLimit": 0}}
+
+
 def spec(chart: Any, *, validate: bool = False) -> dict[str, Any]:
-    """The Vega-Lite JSON of an Altair chart.
+    """The Vega-Lite JSON of an Altair chart, with :data:`LABELS_UNMEASURED` in its config.
 
     Altair's JSON-schema validation took ~3/4 of the time of this call (~0.1 s a
     chart, ~20 charts a page): the charts are built by this package's own code, so
@@ -39,10 +48,13 @@ def spec(chart: Any, *, validate: bool = False) -> dict[str, Any]:
     from tracewh.report.validation import no_validation
 
     if validate:
-        checked: dict[str, Any] = chart.to_dict(validate=True)
-        return checked
-    with no_validation():  # nor each object made on the way (see validation.unvalidated)
-        result: dict[str, Any] = chart.to_dict(validate=False)
+        result: dict[str, Any] = chart.to_dict(validate=True)
+    else:
+        with no_validation():  # nor each object made on the way (see validation.unvalidated)
+            result = chart.to_dict(validate=False)
+    config = result.setdefault("config", {})
+    for part, settings in LABELS_UNMEASURED.items():
+        config[part] = {**settings, **config.get(part, {})}
     return result
 
 

@@ -16,7 +16,7 @@ import altair as alt
 import polars as pl
 
 from tracewh.report.charts import (
-    LABEL_LIMIT,
+    MIDDLE_LABEL,
     WIDTH,
     AnyChart,
     Chart,
@@ -82,7 +82,7 @@ def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart
         .encode(
             x=x, y=y,
             size=alt.Size("gpu_ms:Q", title="GPU time (ms)", scale=alt.Scale(range=[20, 600])),
-            color=alt.Color("family:N", title="family", legend=alt.Legend(labelLimit=LABEL_LIMIT)),
+            color=alt.Color("family:N", title="family", legend=alt.Legend(labelExpr=MIDDLE_LABEL)),
             tooltip=[
                 alt.Tooltip("op_name:N", title="operator"), alt.Tooltip("params:N"),
                 alt.Tooltip("intensity:Q", format=",.2f"),
