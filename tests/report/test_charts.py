@@ -96,3 +96,27 @@ def test_labels_are_trimmed_in_their_text_never_by_measuring_them() -> None:
     trimmed = long[:24] + "…" + long[-19:]
     assert f">{html.escape(trimmed, quote=False)}</text>" in svg
     assert f">{html.escape(long, quote=False)}</text>" not in svg  # (whole in its aria text)
+
+
+def test_a_charts_rows_go_into_its_spec_as_they_are_and_stay_in_the_chart() -> None:
+    # render.spec keeps inline rows out of Altair's to_dict (which copies them value by
+    # value): the spec equals Altair's own, and the chart keeps its rows for the next call
+    import datetime as dt
+
+    import polars as pl
+
+    from tracewh.report import multi_charts, render, validation
+
+    start = dt.datetime(2025, 1, 1)
+    frame = pl.DataFrame({"time": [start + dt.timedelta(days=i // 2) for i in range(400)],
+                          "value_ns": list(range(400)), "rank": [i % 2 for i in range(400)],
+                          "regression": [i > 390 for i in range(400)]})
+    chart = multi_charts.trend(frame, x="time", y="value_ns", series="rank", flag="regression")
+    assert chart is not None
+    with validation.no_validation():
+        altairs = chart.to_dict(validate=False)
+    ours = render.spec(chart)
+    assert ours == {**altairs, "config": {**altairs["config"], **render.LABELS_UNMEASURED}}
+    assert len((ours.get("data") or ours["layer"][0]["data"])["values"]) == 400
+    assert render.spec(chart) == ours  # the rows were put back in the chart
+    assert render.spec(chart, validate=True) == ours
