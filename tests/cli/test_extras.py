@@ -31,14 +31,14 @@ def test_report_commands_without_the_extra_name_it(
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
-        return None if name == "altair" else real(name, *args, **kwargs)
+        return None if name == "vl_convert" else real(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     args = [a.replace("{tmp}", str(tmp_path)) for a in command]
     res = CliRunner().invoke(app, [*args, "-w", str(wh)])
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines() == [
-        f"error: tracewh {command[0]} needs the report extra (altair not installed): "
+        f"error: tracewh {command[0]} needs the report extra (vl_convert not installed): "
         "pip install 'tracewh[report]'"
     ]
     assert not (tmp_path / "r").exists()

@@ -1,74 +1,100 @@
-"""tracewh.report.charts.Chart: shorthands built straight into channel objects, same Vega-Lite.
+"""tracewh.report.vlspec: the report's charts as Vega-Lite dicts, the same JSON Altair writes.
 
-Every kind of encoding the report's charts use, built once with ``alt.Chart`` (Altair's own
-shorthand parsing) and once with ``Chart``: the specs must be equal.
+Every kind of construction the report's chart builders use, built once with Altair and once
+with ``vlspec`` (which imports nothing): the specs must be equal, and valid Vega-Lite.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-import altair as alt
 import pytest
 
-from tracewh.report.charts import Chart
+from tracewh.report import render, vlspec
 
-DATA = alt.Data(values=[{"a": 1.5, "b": "x", "t": "2025-01-01T00:00:00", "n": 3}])
+alt = pytest.importorskip("altair")
 
-CASES: list[dict[str, Any]] = [
-    {"x": "a:Q", "y": "b:N"},
-    {"x": alt.X("a:Q", title="ms"), "y": "b:N", "color": "b:N"},
-    {"x": "a:Q", "x2": "n:Q", "y": alt.value(0), "text": "b:N"},
-    {"x": "t:T", "y": "sum(a):Q", "tooltip": ["b:N", alt.Tooltip("a:Q", format=",.3f")]},
-    {"y": alt.datum(0), "x": "a:Q", "opacity": alt.Opacity("n:Q", legend=None, scale=None)},
-    {"color": alt.condition("datum.a > 0", alt.value("#e45756"), alt.value("#54a24b")), "x": "a:Q"},
-    {"xOffset": "b:N", "strokeDash": "b:N", "theta": "a:Q", "detail": "b:N", "order": "n:O"},
-    {"tooltip": "b:N", "size": "n:Q", "shape": "b:N", "row": "b:N"},
+ROWS = [{"a": 1.5, "b": "x", "t": "2025-01-01T00:00:00", "n": 3}]
+
+#: channels of a chart, made with a module (Altair or vlspec)
+CASES: list[Callable[[ModuleType], dict[str, Any]]] = [
+    lambda m: {"x": "a:Q", "y": "b:N"},
+    lambda m: {"x": m.X("a:Q", title="ms"), "y": m.Y("b:N", sort="-x", title=None,
+                                                     axis=m.Axis(labelExpr="datum.label")),
+               "color": "b:N"},
+    lambda m: {"x": "a:Q", "x2": "n:Q", "y": m.value(0), "text": "b:N"},
+    lambda m: {"x": "t:T", "y": "sum(a):Q", "tooltip": ["b:N", m.Tooltip("a:Q", format=",.3f")]},
+    lambda m: {"y": m.datum(0), "x": "a:Q", "opacity": m.Opacity("n:Q", legend=None, scale=None)},
+    lambda m: {"color": m.condition("datum.a > 0", m.value("#e45756"), m.value("#54a24b")),
+               "x": "a:Q"},
+    lambda m: {"detail": "b:N", "order": m.Order("n:O"), "size": m.Size("n:Q", scale=m.Scale(range=[20, 600]))},
+    lambda m: {"tooltip": "b:N", "row": m.Row("b:N", title=None, header=m.Header(labelOrient="top")),
+               "y2": m.datum(0), "y": "n:Q"},
+    lambda m: {"color": m.Color("b:N", legend=m.Legend(labelExpr="datum.label"),
+                                scale=m.Scale(scheme="tableau10")),
+               "y": m.Y("n:Q", scale=m.Scale(zero=False, type="log", domain=[1, 10]), axis=None)},
 ]
 
 
+def _both(build: Callable[[ModuleType], Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    return build(vlspec).to_dict(), build(alt).to_dict(validate=True)
+
+
 @pytest.mark.parametrize("channels", CASES)
-def test_chart_encode_equals_altairs(channels: dict[str, Any]) -> None:
-    def build(cls: type) -> dict[str, Any]:
-        chart = cls(DATA).mark_point().encode(**channels).properties(width=100)
-        layered = alt.layer(chart, cls(DATA).mark_line().encode(**channels))
-        return {"one": chart.to_dict(validate=False), "layer": layered.to_dict(validate=False)}
+def test_a_unit_chart_and_a_layer_are_what_altair_writes(channels: Callable[[ModuleType], dict[str, Any]]) -> None:
+    def unit(m: ModuleType) -> Any:
+        return (m.Chart(m.Data(values=ROWS)).mark_point(size=12, filled=True).encode(**channels(m))
+                .properties(width=100, title=m.TitleParams("t", subtitle="s", anchor="start")))
 
-    ours, theirs = build(Chart), build(alt.Chart)
+    def layered(m: ModuleType) -> Any:
+        data = m.Data(values=ROWS)  # one data object for both: held once, at the top
+        base = m.Chart(data).encode(**channels(m))
+        return m.layer(base.mark_line(point=m.OverlayMarkDef(size=12)),
+                       base.transform_filter("datum.a > 1").mark_text(dx=3)).properties(height=50)
+
+    # a layer of charts with a row channel is a facet in Altair: the builders never make one
+    faceted = "row" in channels(vlspec)
+    for build in (unit,) if faceted else (unit, layered):
+        ours, theirs = _both(build)
+        assert ours == theirs
+
+
+def test_layers_of_other_data_vconcat_resolve_and_view_are_what_altair_writes() -> None:
+    def build(m: ModuleType) -> Any:
+        a = m.Chart(m.Data(values=ROWS)).mark_bar().encode(x="a:Q", y="b:N")
+        b = m.Chart(m.Data(values=ROWS)).mark_rule(strokeDash=[4, 3]).encode(x="a:Q")
+        panel = (a + b).properties(width=200, height=100)
+        return (m.vconcat(panel, panel).resolve_scale(color="shared", x="shared")
+                .properties(title=m.TitleParams("v", fontSize=14)))
+
+    ours, theirs = _both(build)
     assert ours == theirs
-    assert isinstance(Chart(DATA).mark_point().encode(**channels), alt.Chart)
+
+    def spark(m: ModuleType) -> Any:
+        return (m.Chart(m.Data(values=ROWS)).mark_line().encode(x=m.X("n:O", axis=None), y="a:Q")
+                .properties(width=140, height=28).configure_view(strokeWidth=0)
+                .resolve_scale(y="independent"))
+
+    ours, theirs = _both(spark)
+    assert ours == theirs
 
 
-def test_chart_specs_still_validate() -> None:
-    Chart(DATA).mark_bar().encode(x="a:Q", y="b:N", tooltip=["b:N", "a:Q"]).to_dict(validate=True)
+def test_rows_go_into_the_spec_as_they_are() -> None:
+    rows = [{"a": i} for i in range(1000)]
+    spec = vlspec.Chart(vlspec.Data(values=rows)).mark_bar().encode(x="a:Q").to_dict()
+    assert spec["data"]["values"] is rows  # not copied value by value
 
 
-def test_builders_in_threads_leave_altairs_debug_mode_as_it_was() -> None:
-    import threading
+def test_building_a_report_imports_no_altair() -> None:
+    import subprocess
+    import sys
 
-    import polars as pl
-    from altair.utils import schemapi
-
-    from tracewh.report import charts, validation
-
-    steps = pl.DataFrame({"step": [1, 2, 3], "wall_ns": [5_000_000, 6_000_000, 5_500_000]})
-    barrier = threading.Barrier(4)
-
-    def build() -> None:
-        barrier.wait()
-        for _ in range(5):
-            charts.sparkline(steps)
-
-    assert schemapi.DEBUG_MODE
-    threads = [threading.Thread(target=build) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert schemapi.DEBUG_MODE
-    with validation.no_validation():
-        assert not schemapi.DEBUG_MODE
-    assert schemapi.DEBUG_MODE
+    code = ("import sys, tracewh.report.build, tracewh.report.sections, tracewh.report.site, "
+            "tracewh.report.roof; print('altair' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_labels_are_trimmed_in_their_text_never_by_measuring_them() -> None:
@@ -80,7 +106,7 @@ def test_labels_are_trimmed_in_their_text_never_by_measuring_them() -> None:
 
     import polars as pl
 
-    from tracewh.report import charts, render
+    from tracewh.report import charts
 
     long = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
             "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>)")
@@ -96,27 +122,3 @@ def test_labels_are_trimmed_in_their_text_never_by_measuring_them() -> None:
     trimmed = long[:24] + "…" + long[-19:]
     assert f">{html.escape(trimmed, quote=False)}</text>" in svg
     assert f">{html.escape(long, quote=False)}</text>" not in svg  # (whole in its aria text)
-
-
-def test_a_charts_rows_go_into_its_spec_as_they_are_and_stay_in_the_chart() -> None:
-    # render.spec keeps inline rows out of Altair's to_dict (which copies them value by
-    # value): the spec equals Altair's own, and the chart keeps its rows for the next call
-    import datetime as dt
-
-    import polars as pl
-
-    from tracewh.report import multi_charts, render, validation
-
-    start = dt.datetime(2025, 1, 1)
-    frame = pl.DataFrame({"time": [start + dt.timedelta(days=i // 2) for i in range(400)],
-                          "value_ns": list(range(400)), "rank": [i % 2 for i in range(400)],
-                          "regression": [i > 390 for i in range(400)]})
-    chart = multi_charts.trend(frame, x="time", y="value_ns", series="rank", flag="regression")
-    assert chart is not None
-    with validation.no_validation():
-        altairs = chart.to_dict(validate=False)
-    ours = render.spec(chart)
-    assert ours == {**altairs, "config": {**altairs["config"], **render.LABELS_UNMEASURED}}
-    assert len((ours.get("data") or ours["layer"][0]["data"])["values"]) == 400
-    assert render.spec(chart) == ours  # the rows were put back in the chart
-    assert render.spec(chart, validate=True) == ours

@@ -27,9 +27,9 @@ from tracewh.core.outdir import check_output_dir
 from tracewh.query.macros import DIFF_LEVELS as LEVELS
 
 # tracewh.report's modules are imported by the commands that use them: `report` needs the
-# report extra (Altair, vl-convert); `export` and `flame` need none (Polars, of the base install)
+# report extra (vl-convert); `export` and `flame` need none (Polars, of the base install)
 #: The modules of the report extra (tracewh[report]) that the report's charts import.
-REPORT_MODULES = ("altair", "vl_convert")
+REPORT_MODULES = ("vl_convert",)
 #: The image formats of `tracewh report --chart-format` (tracewh.report.render.CHART_FORMATS).
 CHART_FORMATS = ("svg", "png")
 #: What `tracewh flame --format` writes (tracewh.report.flame.FORMATS).
@@ -76,8 +76,8 @@ def _report(
         ref = wh.resolve_run(selector(run))
         if selection_note(ref):
             note(selection_note(ref) or "")
-        # the chart process starts before the report's modules are imported (Altair and
-        # Polars: ~0.3 s), so its engine's start overlaps them (tracewh.report.render_process)
+        # the chart process starts before the report's modules are imported (~0.2 s), so its
+        # engine's start overlaps them (tracewh.report.render_process)
         from tracewh.report.render_process import RenderProcess
 
         with RenderProcess(chart_format) as renderer:

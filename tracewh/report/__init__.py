@@ -5,7 +5,7 @@
 - :func:`tracewh.report.export.export_trace`: back to Chrome/Perfetto trace JSON
 - :func:`tracewh.report.flame.write_flame`: GPU time as flame-graph stacks
 
-Charts are Altair specs rendered offline by vl-convert (the ``report`` extra); nothing here
+Charts are Vega-Lite specs (:mod:`tracewh.report.vlspec`) rendered offline by vl-convert (the ``report`` extra); nothing here
 fetches from the network. Functions take any object with the ``Warehouse`` methods they use
 (:class:`~tracewh.report.protocol.WarehouseLike`).
 

@@ -1,7 +1,7 @@
 """A run's report: ``report.md``, a self-contained ``report.html`` and its chart images.
 
 :func:`build_report` gathers the run's frames (:mod:`tracewh.report.source`, the trends of
-:mod:`tracewh.report.trends`), makes the sections and renders their charts (Altair specs,
+:mod:`tracewh.report.trends`), makes the sections and renders their charts (Vega-Lite specs,
 rendered offline by vl-convert to SVG or PNG: the ``report`` extra), and writes the folder
 atomically.
 ``from tracewh.report import build_report`` imports this module on first use.
@@ -26,6 +26,14 @@ from tracewh.report.modules_section import collect_modules, graph_note, modules_
 from tracewh.report.protocol import WarehouseLike, one_snapshot
 from tracewh.report.render import CHART_FORMATS
 from tracewh.report.render_process import RenderProcess
+from tracewh.report.roof import roofline_section
+from tracewh.report.sections import (
+    ACROSS_KEYS,
+    diff_section,
+    history_sections,
+    run_sections,
+    summary_table,
+)
 from tracewh.report.source import (
     collect_across,
     collect_diff,
@@ -35,9 +43,6 @@ from tracewh.report.source import (
 )
 from tracewh.report.tables import Section
 from tracewh.report.trends import collect_history, history_window
-
-# the sections' chart modules (sections, roof: Altair, ~0.2-0.3 s to import) are imported by
-# build_report while its first queries run, not when this module is
 
 __all__ = ["STATIC_TREND_POINTS", "ReportResult", "build_report"]
 
@@ -118,7 +123,7 @@ def build_report(
     # the charts of each group of sections render (a child process: vl-convert holds the
     # GIL) while the next group's queries run; the two largest parts (the history, then its
     # charts; the roofline) run beside the run's own queries (a connection of their own in a
-    # session), and the chart modules are imported while their first queries run
+    # session)
     with one_snapshot(wh), ChartRenderer(fmt=chart_format, child=renderer) as drawing, \
             ThreadPoolExecutor(2, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
@@ -129,9 +134,6 @@ def build_report(
         history = side.submit(_drawn_history, drawing, wh, since=first, run=ref.run_id,
                               window_note=window)
         roofline = side.submit(collect_roofline, wh, ref)
-        from tracewh.report.roof import roofline_section
-        from tracewh.report.sections import ACROSS_KEYS, diff_section, run_sections, summary_table
-
         # each group of charts is handed to the renderer as soon as its data is there: the
         # run's own analyses, the critical path and ranks (collect_across), the roofline, the
         # layers and memory, the history (from its own thread); the sections keep their
@@ -176,9 +178,6 @@ def build_report(
 def _drawn_history(drawing: ChartRenderer, wh: WarehouseLike, **options: Any) -> list[Section]:
     """The history's sections (:func:`~tracewh.report.trends.collect_history` with ``options``),
     their charts handed to ``drawing`` as soon as they are made."""
-    found = collect_history(wh, **options)
-    from tracewh.report.sections import history_sections
-
-    sections = history_sections(found, max_points=STATIC_TREND_POINTS)
+    sections = history_sections(collect_history(wh, **options), max_points=STATIC_TREND_POINTS)
     drawing.add(sections)
     return sections

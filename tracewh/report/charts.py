@@ -1,7 +1,7 @@
-"""Altair chart specifications of the report: frames in, Vega-Lite charts out.
+"""The report's charts: frames in, Vega-Lite charts out (:mod:`tracewh.report.vlspec`).
 
 Each builder takes the frame an analysis returned (durations in int64 ns, as
-stored) and returns an Altair chart, or ``None`` when there is nothing to draw
+stored) and returns a chart, or ``None`` when there is nothing to draw
 (the caller then says so in words). Builders only convert units for display
 (ns -> ms or µs, stated in every axis title) and shape data for the marks; the
 metrics themselves are defined once, in the SQL views.
@@ -12,11 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-import altair as alt
 import polars as pl
 
 from tracewh.core.textsafe import escape_nested
-from tracewh.report.validation import unvalidated
+from tracewh.report import vlspec as alt
 
 #: Width of full-size charts, in CSS pixels.
 WIDTH = 860  # readable at 1400 px; PNGs scale down (max-width 100%) in narrow windows
@@ -41,37 +40,10 @@ MIDDLE_LABEL = middle_trim()
 
 _CATEGORY_SCHEME: Final = "tableau10"
 
-#: An Altair chart (Chart, LayerChart, FacetChart...): Altair's own types are loose.
+#: A chart (:mod:`tracewh.report.vlspec`: a unit chart, a layer, a vertical concatenation).
 AnyChart = Any
-class Chart(alt.Chart):
-    """``alt.Chart`` whose ``encode`` takes shorthands (``x="t_ms:Q"``) at a fraction of the cost.
-
-    Altair turns each shorthand string into its channel object through ``from_dict``
-    (~4 ms a channel, ~15 ms a chart); here it is built directly (``alt.X(shorthand=...)``,
-    the object ``from_dict`` makes), so the Vega-Lite output is the same. Values, datums,
-    conditions and channel objects go to Altair as they are.
-    """
-
-    def encode(self, *args: Any, **channels: Any) -> Any:
-        return super().encode(*args, **{k: _channel(k, v) for k, v in channels.items()})
-
-
-def _channel(encoding: str, obj: Any) -> Any:
-    """The channel object of a shorthand string (or list of them) for ``encoding``."""
-    if isinstance(obj, list | tuple) and all(isinstance(o, str | alt.SchemaBase) for o in obj):
-        return [_channel(encoding, o) for o in obj]
-    if not isinstance(obj, str):
-        return obj
-    cls = _FIELD_CHANNELS.get(encoding)
-    if cls is None:
-        cls = getattr(alt, encoding[:1].upper() + encoding[1:], None)
-        if not (isinstance(cls, type) and issubclass(cls, alt.FieldChannelMixin)):
-            return obj
-        _FIELD_CHANNELS[encoding] = cls
-    return cls(shorthand=obj)
-
-
-_FIELD_CHANNELS: dict[str, type] = {}
+#: A unit chart: ``Chart(values(df)).mark_bar().encode(x="total_ms:Q", ...)``.
+Chart = alt.Chart
 
 
 def values(df: pl.DataFrame) -> alt.Data:
@@ -80,14 +52,13 @@ def values(df: pl.DataFrame) -> alt.Data:
     if temporal:
         df = df.with_columns(pl.col(temporal).cast(pl.String))
     # names are data: a control character would make the SVG/PNG renderer panic (NonXmlChar)
-    return alt.Data(values=escape_nested(df.to_dicts()))  # type: ignore[no-untyped-call]
+    return alt.Data(values=escape_nested(df.to_dicts()))
 
 
 def chart_title(text: str, subtitle: str | None = None) -> alt.TitleParams:
     return alt.TitleParams(text, subtitle=subtitle or "", anchor="start", fontSize=14)
 
 
-@unvalidated
 def top_kernels(kernels: pl.DataFrame, *, top: int = 15) -> AnyChart | None:
     """Horizontal bars: GPU time per kernel (short name), largest first."""
     df = kernels.filter(pl.col("total_ns") > 0).head(top)
@@ -118,7 +89,6 @@ def top_kernels(kernels: pl.DataFrame, *, top: int = 15) -> AnyChart | None:
     )
 
 
-@unvalidated
 def categories(cats: pl.DataFrame) -> AnyChart | None:
     """Horizontal bars: GPU time per kernel category, with its share in %."""
     df = cats.filter(pl.col("total_ns") > 0)
@@ -147,7 +117,6 @@ def categories(cats: pl.DataFrame) -> AnyChart | None:
     )
 
 
-@unvalidated
 def timeline(ops: pl.DataFrame, *, note: str = "") -> AnyChart | None:
     """Gantt chart: GPU ops per (device, stream) lane over time, coloured by category."""
     if ops.is_empty():
@@ -190,7 +159,6 @@ _IDLE_KINDS = {
 }
 
 
-@unvalidated
 def idle_breakdown(idle: pl.DataFrame) -> AnyChart | None:
     """Stacked horizontal bars: idle time per stream split by gap kind."""
     if idle.is_empty() or not idle["gap_ns"].fill_null(0).sum():
@@ -233,7 +201,6 @@ def _log_bins(series: pl.Series, *, per_decade: int = 4) -> pl.DataFrame:
     return pl.DataFrame({"lo_us": lo, "hi_us": hi, "ops": counts["count"]})
 
 
-@unvalidated
 def launch_latency(launch_ops: pl.DataFrame) -> AnyChart | None:
     """Histograms (log time axis): launch call duration and queueing before the GPU start."""
     parts = []
@@ -265,7 +232,6 @@ def launch_latency(launch_ops: pl.DataFrame) -> AnyChart | None:
     )
 
 
-@unvalidated
 def step_times(steps: pl.DataFrame) -> AnyChart | None:
     """Stacked bars per step: GPU busy and idle time of the GPU work the step launched.
 
@@ -303,7 +269,6 @@ def step_times(steps: pl.DataFrame) -> AnyChart | None:
     )
 
 
-@unvalidated
 def sparkline(steps: pl.DataFrame) -> AnyChart | None:
     """A tiny line of step wall time (ms) per step, for the site index, from 0 ms up.
 
@@ -329,7 +294,6 @@ def sparkline(steps: pl.DataFrame) -> AnyChart | None:
     )
 
 
-@unvalidated
 def critical_path_steps(steps: pl.DataFrame) -> AnyChart | None:
     """Stacked bars per step: the step's critical path split by what bounds it (HTA's bounds)."""
     if steps.is_empty() or "total_ns" not in steps.columns:

@@ -9,16 +9,14 @@ behind it and the peak marked, then tables of the peak's holders and the per-ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from tracewh.core.errors import TracewhError
+from tracewh.report import vlspec as alt
+from tracewh.report.charts import WIDTH, AnyChart, Chart, values
 from tracewh.report.tables import Column, Section, table
-from tracewh.report.validation import unvalidated
-
-if TYPE_CHECKING:
-    from tracewh.report.charts import AnyChart
 
 #: Time buckets of the memory timeline (each keeps its highest level).
 TIMELINE_BUCKETS = 600
@@ -68,13 +66,8 @@ def _amount(nbytes: float) -> str:
     return f"{nbytes / div:,.2f} {unit}" if div > 1 else f"{nbytes:,.0f} bytes"
 
 
-@unvalidated
 def memory_chart(data: MemoryData) -> AnyChart | None:
     """Per device: allocated and reserved over time, steps shaded, the peak marked."""
-    import altair as alt  # drawn on demand: gathering the data imports no chart library
-
-    from tracewh.report.charts import WIDTH, Chart, values
-
     if data.summary.is_empty() or data.timeline.is_empty():
         return None
     panels = []

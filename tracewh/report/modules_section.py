@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from tracewh.core.errors import TracewhError
+from tracewh.report import vlspec as alt
+from tracewh.report.charts import LABEL_LIMIT, WIDTH, AnyChart, Chart, middle_trim, values
 from tracewh.report.tables import Column, Section, table
-from tracewh.report.validation import unvalidated
-
-if TYPE_CHECKING:
-    from tracewh.report.charts import AnyChart
 
 #: Vega expression: the last part of a module path (the layer's own name).
 LAST_SEGMENT = "split(datum.label, '/')[length(split(datum.label, '/')) - 1]"
@@ -127,13 +125,8 @@ def layers(data: ModuleData) -> pl.DataFrame:
     return rows[order]
 
 
-@unvalidated
 def layer_chart(data: ModuleData) -> AnyChart | None:
     """Bars: GPU time of each layer (inclusive), in model order."""
-    import altair as alt  # drawn on demand: gathering the data imports no chart library
-
-    from tracewh.report.charts import LABEL_LIMIT, WIDTH, Chart, middle_trim, values
-
     df = layers(data).head(MAX_LAYERS)
     if df.is_empty():
         return None

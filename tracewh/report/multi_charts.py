@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import altair as alt
 import polars as pl
 
+from tracewh.report import vlspec as alt
 from tracewh.report.charts import (
     LABEL_LIMIT,
     MIDDLE_LABEL,
@@ -20,10 +20,8 @@ from tracewh.report.charts import (
     chart_title,
     values,
 )
-from tracewh.report.validation import unvalidated
 
 
-@unvalidated
 def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | None:
     """Heatmap: per kernel and rank, GPU time relative to the kernel's median over ranks."""
     if rank_kernels.is_empty() or rank_kernels["rank"].n_unique() < 2:
@@ -66,7 +64,6 @@ def rank_heatmap(rank_kernels: pl.DataFrame, *, top: int = 12) -> AnyChart | Non
     )
 
 
-@unvalidated
 def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
           flag: str | None = None, title: str = "History",
           y_title: str = "GPU time (ms)", marks: pl.DataFrame | None = None,
@@ -122,7 +119,6 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
     )
 
 
-@unvalidated
 def diverging(diff: pl.DataFrame, *, label: str, delta: str, top: int = 15) -> AnyChart | None:
     """Diverging bars: change in GPU time per kernel between two runs (``delta`` in ns)."""
     if diff.is_empty() or label not in diff.columns or delta not in diff.columns:

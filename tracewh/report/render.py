@@ -39,77 +39,22 @@ LABELS_UNMEASURED: dict[str, dict[str, int]] = {"axis": {"labelLimit": 0}, "lege
 
 
 def spec(chart: Any, *, validate: bool = False) -> dict[str, Any]:
-    """The Vega-Lite JSON of an Altair chart, with :data:`LABELS_UNMEASURED` in its config.
+    """The Vega-Lite JSON of a chart (:mod:`tracewh.report.vlspec`), with
+    :data:`LABELS_UNMEASURED` in its config.
 
-    Altair's JSON-schema validation took ~3/4 of the time of this call (~0.1 s a
-    chart, ~20 charts a page): the charts are built by this package's own code, so
-    the tests validate every kind of chart (``validate=True``) and reports do not.
+    ``validate``: check it against the Vega-Lite JSON schema first (the tests do, for every
+    kind of chart; it needs Altair's copy of the schema, a development dependency).
     """
-    from tracewh.report.validation import no_validation
-
-    if validate:
-        result: dict[str, Any] = chart.to_dict(validate=True)
-    else:
-        held: list[tuple[Any, list[Any]]] = []
-        try:
-            _hold_values(chart, held)
-            with no_validation():  # nor each object made on the way (see validation.unvalidated)
-                result = _put_back(chart.to_dict(validate=False))
-        finally:
-            for data, rows in held:
-                data._kwds["values"] = rows
+    result: dict[str, Any] = chart.to_dict()
     config = result.setdefault("config", {})
     for part, settings in LABELS_UNMEASURED.items():
         config[part] = {**settings, **config.get(part, {})}
+    if validate:
+        from altair.utils.schemapi import validate_jsonschema
+        from altair.vegalite.v6.schema import load_schema
+
+        validate_jsonschema(result, load_schema())
     return result
-
-
-class _Held:
-    """A chart's inline rows, kept out of Altair's ``to_dict`` while it runs.
-
-    ``to_dict`` copies every row of inline data value by value (~0.06 s for a 2,000-row
-    history chart, once per layer that holds it); the rows are already plain JSON values
-    (:func:`tracewh.report.charts.values`), so the spec takes the list itself. Neither a
-    schema object nor iterable: ``to_dict`` passes it through as it is.
-    """
-
-    __slots__ = ("rows",)
-
-    def __init__(self, rows: list[Any]) -> None:
-        self.rows = rows
-
-
-def _hold_values(obj: Any, held: list[tuple[Any, list[Any]]]) -> None:
-    """Swap the rows of every inline data object under ``obj`` for a :class:`_Held`."""
-    import altair as alt
-    from altair.utils.schemapi import SchemaBase
-
-    if isinstance(obj, alt.InlineData | alt.Data):
-        rows = obj._kwds.get("values")
-        if isinstance(rows, list):
-            held.append((obj, rows))
-            obj._kwds["values"] = _Held(rows)
-            return
-    if isinstance(obj, SchemaBase):
-        for value in obj._kwds.values():
-            _hold_values(value, held)
-    elif isinstance(obj, list | tuple):
-        for value in obj:
-            _hold_values(value, held)
-    elif isinstance(obj, dict):
-        for value in obj.values():
-            _hold_values(value, held)
-
-
-def _put_back(obj: Any) -> Any:
-    """``obj`` (a spec from ``to_dict``) with each :class:`_Held` replaced by its rows."""
-    if isinstance(obj, _Held):
-        return obj.rows
-    if isinstance(obj, dict):
-        return {key: _put_back(value) for key, value in obj.items()}
-    if isinstance(obj, list):
-        return [_put_back(value) for value in obj]
-    return obj
 
 
 def png(vl_spec: dict[str, Any], *, key: str, scale: float = 2.0) -> bytes:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import altair as alt
 import polars as pl
 
+from tracewh.report import vlspec as alt
 from tracewh.report.charts import (
     MIDDLE_LABEL,
     WIDTH,
@@ -24,7 +24,6 @@ from tracewh.report.charts import (
     values,
 )
 from tracewh.report.tables import Column, Section, table
-from tracewh.report.validation import unvalidated
 
 #: Operator rows drawn at most (largest GPU time first).
 MAX_POINTS = 200
@@ -52,7 +51,6 @@ def _roof_lines(rows: pl.DataFrame, lo: float, hi: float) -> pl.DataFrame:
                                      "tflops_per_s": pl.Float64})
 
 
-@unvalidated
 def roofline_chart(rows: pl.DataFrame, *, device: str | None = None) -> AnyChart | None:
     """Log-log scatter of operators (intensity vs achieved TFLOP/s) under the device's roofs."""
     need = {"intensity", "tflops_per_s", "gpu_ns", "op_name"}

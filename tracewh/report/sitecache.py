@@ -16,7 +16,7 @@ A run page's inputs, hashed into its *key* (:func:`page_key`):
   instance; a graph replay maps to the captures of its job);
 - the page's options (``threshold_ns``);
 - the code that draws it (:func:`code_digest`: every source file of tracewh and ``sql/``,
-  and the versions of the libraries that compute and draw: DuckDB, Polars, Altair).
+  and the versions of the libraries that compute and draw: DuckDB, Polars, vl-convert).
 
 :data:`MANIFEST` records each page's key, its sha256, its number of charts and its row of
 the index. A page is kept when its key is the recorded one and its file still has the
@@ -45,7 +45,7 @@ __all__ = ["MANIFEST", "SiteCache", "code_digest", "page_key"]
 #: The file in a site folder that records each page's key (written with the site).
 MANIFEST = ".tracewh-site.json"
 _VERSION = 1
-_LIBRARIES = ("duckdb", "polars", "altair", "vl-convert-python")
+_LIBRARIES = ("duckdb", "polars", "vl-convert-python")
 
 
 def code_digest() -> str:

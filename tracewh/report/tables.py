@@ -169,7 +169,7 @@ class Section:
 
     key: str  # file stem of the chart, unique within a report
     title: str
-    chart: Any | None  # an Altair chart
+    chart: Any | None  # a chart (tracewh.report.vlspec)
     empty: str = "no data"
     text: str = ""
     tables: list[Table] = field(default_factory=list)
