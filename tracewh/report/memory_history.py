@@ -15,7 +15,6 @@ from typing import Any
 import polars as pl
 
 from tracewh.core.errors import TracewhError
-from tracewh.history.alerts import series_values
 
 #: The memory series drawn (the GPU's; the CPU's is analysed too, not drawn).
 KEY = "peak_allocated_gpu"
@@ -32,6 +31,10 @@ def memory_series(wh: Any, runs: pl.DataFrame) -> pl.DataFrame | None:
         return None
     try:
         first = runs["day"].min()
+        # imported here: the history's modules (and numpy) load in the thread that gathers
+        # the history, not before a report's first query
+        from tracewh.history.alerts import series_values
+
         values = series_values(wh, since=first if isinstance(first, dt.date) else None)
     except TracewhError:
         return None
