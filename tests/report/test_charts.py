@@ -122,3 +122,29 @@ def test_labels_are_trimmed_in_their_text_never_by_measuring_them() -> None:
     trimmed = long[:24] + "…" + long[-19:]
     assert f">{html.escape(trimmed, quote=False)}</text>" in svg
     assert f">{html.escape(long, quote=False)}</text>" not in svg  # (whole in its aria text)
+
+
+def test_layers_nest_and_flatten_as_in_altair() -> None:
+    def plus(m: ModuleType) -> Any:
+        a, b, c = (m.Chart(m.Data(values=ROWS)).mark_point().encode(x=f"{f}:Q") for f in "ann")
+        return (a + b).properties(width=5) + c  # a layer plus a chart: one more layer on top
+
+    def nested(m: ModuleType) -> Any:
+        a, b, c = (m.Chart(m.Data(values=ROWS)).mark_point().encode(x=f"{f}:Q") for f in "ann")
+        return m.layer(a + b, c)
+
+    for build in (plus, nested):
+        ours, theirs = _both(build)
+        assert ours == theirs
+
+
+@pytest.mark.parametrize("shorthand", ["count()", "yearmonth(t):T", "a", "sum():Q"])
+def test_a_shorthand_written_differently_from_altair_is_refused(shorthand: str) -> None:
+    with pytest.raises(ValueError, match="shorthand"):
+        vlspec.Chart(vlspec.Data(values=ROWS)).mark_bar().encode(x=shorthand)
+
+
+def test_a_view_config_inside_a_layer_is_refused() -> None:
+    a = vlspec.Chart(vlspec.Data(values=ROWS)).mark_bar().encode(x="a:Q").configure_view(strokeWidth=0)
+    with pytest.raises(TypeError, match="configure_view"):
+        vlspec.layer(a, a).to_dict()

@@ -56,6 +56,10 @@ _VIEW = {"continuousWidth": 300, "continuousHeight": 300}
 
 _TYPES = {"Q": "quantitative", "N": "nominal", "O": "ordinal", "T": "temporal", "G": "geojson"}
 _SHORTHAND = re.compile(r"^(?:(?P<aggregate>[a-z]+)\((?P<inner>[^()]*)\)|(?P<field>.*?))(?::(?P<type>[QNOTG]))?$")
+#: The aggregates a shorthand may name (``sum(field):Q``); anything else (a time unit, ``count()``)
+#: is refused rather than written differently from Altair.
+_AGGREGATES = frozenset({"sum", "mean", "average", "median", "min", "max", "stdev", "variance",
+                         "distinct", "valid", "missing", "q1", "q3"})
 
 
 def _plain(obj: Any) -> Any:
@@ -133,10 +137,15 @@ class _Channel(_Spec):
             if found is None:  # pragma: no cover - every shorthand matches the pattern
                 raise ValueError(f"not a shorthand: {shorthand!r}")
             if found.group("aggregate"):
+                if found.group("aggregate") not in _AGGREGATES or not found.group("inner"):
+                    raise ValueError(f"shorthand {shorthand!r}: only field aggregates are written here "
+                                     f"({', '.join(sorted(_AGGREGATES))})")
                 parsed["aggregate"] = found.group("aggregate")
                 parsed["field"] = found.group("inner")
             else:
                 parsed["field"] = found.group("field")
+            if found.group("type") is None and self.typed:
+                raise ValueError(f"shorthand {shorthand!r} has no type (:Q, :N, :O, :T)")
             if found.group("type") and self.typed:
                 parsed["type"] = _TYPES[found.group("type")]
         super().__init__(**parsed, **props)
@@ -255,6 +264,11 @@ class _Top:
         return new
 
     def __add__(self, other: Any) -> LayerChart:
+        # as Altair: a layer plus a chart is that layer with one more chart on top
+        if isinstance(self, LayerChart):
+            new: LayerChart = self._copy()
+            new.charts = [*self.charts, other]
+            return new
         return layer(self, other)
 
     def _body(self) -> dict[str, Any]:
@@ -262,6 +276,9 @@ class _Top:
 
     def to_dict(self, *, top: bool = True) -> dict[str, Any]:
         """The Vega-Lite spec; ``top``: with ``$schema`` and the config (a whole chart)."""
+        if self.view and not top:
+            raise TypeError("configure_view() applies to a whole chart, not to one inside a layer "
+                            "or a concatenation")
         body = self._body()
         body.update({k: _plain(v) for k, v in self.props.items()})
         if top:
@@ -333,9 +350,7 @@ class LayerChart(_Top):
 
     def __init__(self, charts: list[Chart | LayerChart]) -> None:
         super().__init__()
-        self.charts: list[Chart | LayerChart] = []
-        for c in charts:  # a layer of layers is one layer (as a + b + c)
-            self.charts.extend(c.charts if isinstance(c, LayerChart) and not c.props else [c])
+        self.charts: list[Chart | LayerChart] = list(charts)
 
     def _body(self) -> dict[str, Any]:
         subs = [c.to_dict(top=False) for c in self.charts]
