@@ -136,7 +136,7 @@ def test_cli_check_exit_codes_and_json(hist: tuple[Warehouse, Path]) -> None:
     assert "nothing regressed" in ok.output
     bad = runner.invoke(app, ["check", "-w", w, "--run", "model=reg", "--format", "json"])
     assert bad.exit_code == 1, bad.output
-    doc = json.loads(bad.output)
+    doc = json.loads(bad.stdout)  # the selector's note goes to stderr
     kern = [r for r in doc["regressions"] if r["metric_kind"] == "kernel"]
     assert len(kern) == 1 and "flash_fwd" in kern[0]["metric"]
     assert kern[0]["since_day"] == REG_NIGHT.isoformat()
