@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -20,6 +21,17 @@ from tracewh.query.pinned import Pinned
 @pytest.fixture
 def pinned() -> Pinned:
     return Pinned(con=duckdb.connect(), tables=[], live={}, temp=Path("."))
+
+
+def _second_asks_while_the_first_computes(ask: Callable[[], None], started: threading.Event) -> None:
+    """``ask`` in one thread, then in a second once the first is computing; both joined."""
+    first = threading.Thread(target=ask)
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=ask)
+    second.start()
+    first.join(5)
+    second.join(5)
 
 
 def test_threads_asking_at_once_compute_once(pinned: Pinned) -> None:
@@ -37,13 +49,7 @@ def test_threads_asking_at_once_compute_once(pinned: Pinned) -> None:
     def ask() -> None:
         answers.append(pinned.memoized("k", compute))
 
-    first = threading.Thread(target=ask)
-    first.start()
-    started.wait(5)
-    second = threading.Thread(target=ask)
-    second.start()
-    first.join(5)
-    second.join(5)
+    _second_asks_while_the_first_computes(ask, started)
     assert calls == [1]
     assert answers == [[42], [42]] and answers[0] is answers[1]
 
@@ -74,13 +80,7 @@ def test_waiting_threads_get_the_error(pinned: Pinned) -> None:
         except ValueError as exc:
             errors.append(exc)
 
-    first = threading.Thread(target=ask)
-    first.start()
-    started.wait(5)
-    second = threading.Thread(target=ask)
-    second.start()
-    first.join(5)
-    second.join(5)
+    _second_asks_while_the_first_computes(ask, started)
     assert len(errors) == 2
 
 

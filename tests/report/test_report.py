@@ -230,7 +230,7 @@ def test_flame_cli_rejects_unknown_format(small_wh: Warehouse, tmp_path: Path) -
 
 
 def test_every_chart_spec_is_valid_vega_lite(small_wh: Warehouse, alexnet_id: str) -> None:
-    """Reports skip Altair's schema validation for speed: the charts they build validate here."""
+    """Reports write their specs unchecked: the charts they build validate against the Vega-Lite schema here."""
     from tracewh.report import render
     from tracewh.report.memory_section import collect_memory, memory_section
     from tracewh.report.sections import history_sections, run_sections

@@ -1,7 +1,7 @@
 """Charts of many runs or ranks: the per-rank heatmap, trends over runs, a diff's bars.
 
 Built like the per-run charts of :mod:`tracewh.report.charts` (same sizes, data and
-validation helpers).
+label helpers, :mod:`tracewh.report.vlspec` specs).
 """
 
 from __future__ import annotations
