@@ -6,6 +6,8 @@ functions and ASOF joins: per device the peak and its live set, frees paired wit
 allocations by address, each allocation's innermost enclosing CPU operator (with a
 stack per thread instead of the SQL's depth sweep) and its module path (every
 ``nn.Module`` span open on the thread, by brute force), and per ProfilerStep the peak.
+Each allocation's innermost enclosing ``python_function`` too (the SQL has no such
+column: the tests use it to say what allocates outside any operator).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Mem:
     op: str | None = None
     op_index: int | None = None
     module: str | None = None
+    python: str | None = None  # innermost enclosing python_function
 
 
 @dataclass
@@ -120,6 +123,7 @@ def reference(path: Path) -> Reference:
     by_dev: dict[tuple[int, int], list[Mem]] = defaultdict(list)
     ops: dict[tuple[int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
     modules: dict[tuple[int, int], list[tuple[int, int, str]]] = defaultdict(list)
+    python: dict[tuple[int, int], list[tuple[int, int, int, str]]] = defaultdict(list)
     steps: dict[int, tuple[int, int, int]] = {}
     start: int | None = None
     for i, e in enumerate(doc["traceEvents"]):
@@ -150,9 +154,11 @@ def reference(path: Path) -> Reference:
             elif (e.get("cat") in OP_CATS and dur > 0 and isinstance(e.get("pid"), int)
                   and isinstance(e.get("tid"), int)):
                 ops[(e["pid"], e["tid"])].append((ts, ts + dur, i, name))
-            elif (e.get("cat") == "python_function" and name.startswith(MODULE_PREFIX) and dur > 0
+            elif (e.get("cat") == "python_function" and dur > 0
                   and isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int)):
-                modules[(e["pid"], e["tid"])].append((ts, ts + dur, name[len(MODULE_PREFIX):]))
+                python[(e["pid"], e["tid"])].append((ts, ts + dur, i, name))
+                if name.startswith(MODULE_PREFIX):
+                    modules[(e["pid"], e["tid"])].append((ts, ts + dur, name[len(MODULE_PREFIX):]))
     devices: dict[str, Device] = {}
     for key, evs in by_dev.items():
         evs.sort(key=lambda m: (m.ts, m.index))
@@ -172,7 +178,10 @@ def reference(path: Path) -> Reference:
             last[m.addr] = m
         dev = Device(key, evs)
         devices[dev.name] = dev
-    _attribute(devices, ops)
+    for a, (_, _, index, name) in _innermost(devices, ops):
+        a.op, a.op_index = name, index
+    for a, (_, _, _, name) in _innermost(devices, python):
+        a.python = name
     for dev in devices.values():
         for a in dev.allocs:
             # every nn.Module span open on the thread at the allocation, outermost first
@@ -182,8 +191,12 @@ def reference(path: Path) -> Reference:
     return Reference(start or 0, devices, {n: (s, e) for n, (s, e, _) in steps.items()})
 
 
-def _attribute(devices: dict[str, Device], ops: dict[tuple[int, int], list[tuple[int, int, int, str]]]) -> None:
-    """Each allocation's innermost enclosing CPU operator: a stack per thread."""
+def _innermost(
+    devices: dict[str, Device], spans: dict[tuple[int, int], list[tuple[int, int, int, str]]]
+) -> list[tuple[Mem, tuple[int, int, int, str]]]:
+    """Each allocation's innermost enclosing span (start, end, index, name) of its thread,
+    where one is open: a stack per thread."""
+    out: list[tuple[Mem, tuple[int, int, int, str]]] = []
     allocs: dict[tuple[int, int], list[Mem]] = defaultdict(list)
     for dev in devices.values():
         for a in dev.allocs:
@@ -191,7 +204,7 @@ def _attribute(devices: dict[str, Device], ops: dict[tuple[int, int], list[tuple
                 allocs[(a.pid, a.tid)].append(a)
     for thread, items in allocs.items():
         items.sort(key=lambda m: m.ts)
-        todo = sorted(ops.get(thread, []), key=lambda o: (o[0], -o[1], o[2]))
+        todo = sorted(spans.get(thread, []), key=lambda o: (o[0], -o[1], o[2]))
         stack: list[tuple[int, int, int, str]] = []
         j = 0
         for a in items:
@@ -203,7 +216,8 @@ def _attribute(devices: dict[str, Device], ops: dict[tuple[int, int], list[tuple
             while stack and stack[-1][1] <= a.ts:
                 stack.pop()
             if stack:
-                a.op, a.op_index = stack[-1][3], stack[-1][2]
+                out.append((a, stack[-1]))
+    return out
 
 
 def marker_steps(path: Path, pattern: str) -> dict[int, tuple[int, int]]:

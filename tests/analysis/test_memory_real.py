@@ -6,6 +6,7 @@ with loops and dicts; the warehouse side is the real ingest plus ``sql/65_memory
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ import pytest
 from memory_reference import Reference, reference, step_rows
 
 from tracewh.api import Warehouse
+
+#: the python_function of a buffer allocated by Inductor's generated code (no cpu_op around)
+_INDUCTOR_ALLOC = re.compile(r"<built-in function _empty_strided_\w+>")
 
 TRACES = [
     pytest.param("tracelens__mi300__bert-small-uncased.json.gz", id="mi300"),
@@ -89,7 +93,7 @@ def test_every_allocation_paired_and_attributed_as_plain_json(
     run_id, ref = _get(wh, loaded, shared_traces, name)
     got = wh.sql("SELECT * FROM memory_allocations(?)", [run_id])
     rows = {r["event_index"]: r for r in got.iter_rows(named=True)}
-    n_ops = n_modules = 0
+    n_ops = n_modules = n_inductor = 0
     for dev in ref.devices.values():
         for a in dev.allocs:
             r = rows.pop(a.index)
@@ -102,8 +106,12 @@ def test_every_allocation_paired_and_attributed_as_plain_json(
             assert a.pair is None or a.pair.nbytes == -a.nbytes, a.index
             assert r["lifetime_ns"] == (a.pair.ts - a.ts if a.pair else None)
             n_ops += a.op is not None
+            n_inductor += a.op is None and _INDUCTOR_ALLOC.fullmatch(a.python or "") is not None
     assert not rows
-    assert n_ops > 0.9 * got.height  # nearly every allocation happens inside an operator
+    # nearly every allocation happens inside an operator, but for the buffers of Inductor's
+    # compiled graphs (torch.compile: vllm's 73 of 592), allocated by torch's
+    # _empty_strided_<device> straight from the generated code, outside the dispatcher
+    assert n_ops + n_inductor > 0.9 * got.height
     if name.startswith("tracelens__h100") or name.startswith("tracelens__mi300"):
         assert n_modules > 0.5 * got.height  # traces recorded with module spans
 
