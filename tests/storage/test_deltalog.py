@@ -116,9 +116,13 @@ def test_checkpoint_cache_is_private_and_checked(store: Store, tmp_path: Path) -
     cache = tmp_path / "cache"
     assert _ours(store, "events", cache) == _delta_rs(store, "events")
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
-    (cached,) = cache.glob("checkpoint-*.json")
-    assert oct(cached.stat().st_mode & 0o777) == "0o600"
-    planted = json.dumps([["day=2025-04-01/planted.parquet", {"day": "2025-04-01"}]])
+    # the paths (what live_files reads) and their stats beside them (read only by live_adds)
+    (cached,) = [p for p in cache.glob("checkpoint-*.json") if not p.name.endswith(".stats.json")]
+    (stats,) = cache.glob("checkpoint-*.stats.json")
+    assert oct(cached.stat().st_mode & 0o777) == oct(stats.stat().st_mode & 0o777) == "0o600"
+    assert [a[0] for a in deltalog.live_adds(store.table_uri("events"), cache_dir=cache) or []] \
+        == _ours(store, "events", cache)
+    planted = json.dumps([["day=2025-04-01/planted.parquet"], [{"day": "2025-04-01"}]])
     cached.write_text(planted)
     cached.chmod(0o666)  # writable by others: read again from the checkpoint, not from it
     assert _ours(store, "events", cache) == _delta_rs(store, "events")

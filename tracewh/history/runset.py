@@ -9,7 +9,7 @@ command that only lists runs imports neither the change-point code nor numpy for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -20,7 +20,7 @@ from tracewh.history.workload import (
     DEFAULT_KEYS,
     DEFAULT_THRESHOLD,
     assign_workloads,
-    label_workload,
+    label_workloads,
     unfingerprinted,
 )
 from tracewh.query.runsel import Source
@@ -71,12 +71,13 @@ def _run_set(
     # fingerprints only where labels do not name the workload: a labelled fleet's runs
     # never open the fingerprints table (one small file per run)
     table = src.run_table(minhash_days=set())
-    need = {d for d, lab in zip(table["day"].to_list(), table["labels_json"].to_list(),
-                                strict=True) if label_workload(lab, keys) is None}  # fmt: skip
+    labelled = label_workloads(table, keys)  # each run's labels parsed once
+    need = {d for d, rid in zip(table["day"].to_list(), table["run_id"].to_list(),
+                                strict=True) if labelled[rid] is None}  # fmt: skip
     if need:  # a run without a day: every partition
         table = src.run_table(minhash_days=None if None in need else need)
-    table, computed = _with_fingerprints(src, table, keys)
-    wl = assign_workloads(table, keys=keys, threshold=threshold)
+    table, computed = _with_fingerprints(src, table, keys, labelled)
+    wl = assign_workloads(table, keys=keys, threshold=threshold, labelled=labelled)
     runs = table.drop("minhash", strict=False).join(wl, on="run_id", how="left")
     bad = unusable_runs(runs)
     if not include_unusable and not bad.is_empty():
@@ -85,10 +86,11 @@ def _run_set(
 
 
 def _with_fingerprints(
-    src: Source, table: pl.DataFrame, keys: Sequence[str]
+    src: Source, table: pl.DataFrame, keys: Sequence[str], labelled: Mapping[str, str | None]
 ) -> tuple[pl.DataFrame, int]:
-    """``table`` with the missing ``minhash`` of runs that need one computed from their tables."""
-    ids = unfingerprinted(table, keys)
+    """``table`` with the missing ``minhash`` of runs that need one computed from their tables
+    (``labelled``: each run's label workload, :func:`label_workloads`)."""
+    ids = unfingerprinted(table, keys, labelled)
     if not ids:
         return table, 0
     days = set(table.filter(pl.col("run_id").is_in(ids))["day"].to_list())
