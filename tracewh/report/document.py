@@ -140,7 +140,9 @@ def write_report(
         image_path = charts_dir / chart.file_name
         image_path.write_bytes(chart.image)
         spec_path = charts_dir / f"{chart.key}.vl.json"
-        spec_path.write_text(json.dumps(chart.spec, indent=1), encoding="utf-8")
+        # on one line: an indented dump goes through Python's own encoder, ~10x slower (0.13 s
+        # for the 3,000-run report's history specs); the Vega editor lays it out again
+        spec_path.write_text(json.dumps(chart.spec), encoding="utf-8")
         written += [image_path, spec_path]
     md = folder / "report.md"
     md.write_text(markdown(title=title, facts=facts, sections=sections, charts=rendered,
