@@ -68,8 +68,10 @@ def test_a_long_history_is_drawn_as_lines_its_regressions_still_ringed(nights: i
     assert chart is not None
     layers = chart.to_dict()["layer"]
     assert layers[0]["mark"] == {"type": "line", "point": pointed}
-    rings = [lay for lay in layers if lay.get("transform") == [{"filter": "datum.regression"}]]
-    assert len(rings) == 1 and rings[0]["mark"]["type"] == "point"
+    # the rings: a layer of the flagged rows alone (the last night, both ranks)
+    rings = [lay for lay in layers if lay["mark"]["type"] == "point"]
+    assert len(rings) == 1 and rings[0]["encoding"]["color"] == {"value": "#d62728"}
+    assert [r["regression"] for r in rings[0]["data"]["values"]] == [True, True]
 
 
 def test_without_a_limit_every_run_is_a_point() -> None:

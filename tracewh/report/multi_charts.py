@@ -99,7 +99,10 @@ def trend(history: pl.DataFrame, *, x: str, y: str, series: str | None = None,
     layers: list[Any] = [line]
     flagged = bool(flag) and bool(df["regression"].any())
     if flagged:
-        layers.append(base.transform_filter("datum.regression").mark_point(
+        # the flagged rows alone (not every row again behind a filter: at 3,000 runs that
+        # doubled the spec and the renderer's parsing of its dates)
+        rings = Chart(values(df.filter(pl.col("regression")))).encode(**enc)
+        layers.append(rings.mark_point(
             size=220, shape="circle", filled=False, strokeWidth=2.5).encode(color=alt.value("#d62728")))
     marked = marks is not None and not marks.is_empty() and x_type == "T"
     if marked and marks is not None:
