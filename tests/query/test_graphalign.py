@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from helpers_ingest import GPU_CATS, captured_launches, load_trace, ns, run_id_of
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tracewh.api import Warehouse
 from tracewh.cli import app
@@ -61,6 +61,14 @@ def test_match_note_words() -> None:
     lost = match_note({**base, "mapped_launches": 0, "paired_ops": 0, "position_ops": 0,
                        "unpaired_ops": 8, "match_quality": None})
     assert lost is not None and "no capture matches the 2 graph launches" in lost
+
+
+def _cli(args: list[str]) -> Result:
+    """``tracewh ARGS`` in-process, 200 columns wide: a match-quality note (~170 characters)
+    stays on one line. Without COLUMNS the width is the terminal's, else 120; an xdist worker
+    inherits COLUMNS=80 (GNU readline, imported by pytest, puts it into the C environment of
+    the process that starts the workers), where the note wraps inside the phrases below."""
+    return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
 
 
 def _write(doc: dict[str, Any], path: Path, tag: str) -> None:
@@ -157,7 +165,7 @@ def test_one_node_fewer_in_the_replay_keeps_its_gpu_time_attributed(
     summary = wh.graph_match(rid)
     assert (summary["replayed_ops"], summary["paired_ops"], summary["unpaired_ops"]) == (N - 1, N - 1, 0)
     for cmd in (["ops"], ["modules"], ["roofline"], ["annotations"]):
-        res = CliRunner().invoke(app, [*cmd, "-w", str(wh.root), "--run", rid])
+        res = _cli([*cmd, "-w", str(wh.root), "--run", rid])
         assert res.exit_code == 0, res.output
         assert f"{N - 1} of {N - 1} replayed GPU ops matched" in res.output
         assert f"match quality {100 * (N - 1) / N:.1f}%" in res.output, res.output
@@ -165,7 +173,7 @@ def test_one_node_fewer_in_the_replay_keeps_its_gpu_time_attributed(
 
     section = modules_section(collect_modules(wh, rid))  # the report says it too
     assert f"match quality {100 * (N - 1) / N:.1f}%" in section.text, section.text
-    res = CliRunner().invoke(app, ["ops", "-w", str(wh.root), "--run", runs["capture_middle"]])
+    res = _cli(["ops", "-w", str(wh.root), "--run", runs["capture_middle"]])
     assert f"{N - 1} of {N} replayed GPU ops matched" in res.output
     assert "1 unmatched op keeps its own launch attribution" in res.output
 
@@ -185,12 +193,12 @@ def test_cuda_capture_without_kernel_names(tmp_path: Path) -> None:
     assert wh.ingest([path, cut_path]).ok
     whole = wh.graph_match(run_id_of(path))
     assert (whole["name_matches"], whole["position_ops"], whole["match_quality"]) == (0, 8, 0.0)
-    res = CliRunner().invoke(app, ["ops", "-w", str(wh.root), "--run", run_id_of(path)])
+    res = _cli(["ops", "-w", str(wh.root), "--run", run_id_of(path)])
     assert res.exit_code == 0 and "paired by position only" in res.output and "unverified" in res.output
     lost = wh.graph_match(run_id_of(cut_path))
     assert (lost["mapped_launches"], lost["paired_ops"], lost["unpaired_ops"]) == (0, 0, 8)
     attributed = wh.sql("SELECT count(*) FILTER (WHERE attribution = 'capture') AS n "
                         "FROM gpu_ops_attributed(?)", [run_id_of(cut_path)])["n"][0]
     assert attributed == 0
-    res = CliRunner().invoke(app, ["modules", "-w", str(wh.root), "--run", run_id_of(cut_path)])
+    res = _cli(["modules", "-w", str(wh.root), "--run", run_id_of(cut_path)])
     assert "no capture matches the 2 graph launches (8 GPU ops)" in res.output
