@@ -6,13 +6,14 @@ by line (``\\`` continuations joined, ``#`` comments dropped) in a scratch folde
 (synthesised and ingested as the guides say). A command must exit 0 (``tracewh check`` may
 exit 1: a regression is what the demo holds) and must not print a deprecation warning: a guide
 that still shows a renamed option fails here. Lines that need what a test cannot have are left
-out: ``make``, ``pip`` and ``python``/``python3`` (setting up an environment, installing from
-the package index), ``tracewh --install-completion`` and ``--show-completion`` (they act for the
+out: ``make``, ``pip``, ``pipx`` and ``python``/``python3`` (setting up an environment, installing
+from the package index; ``pipx ensurepath`` edits the reader's shell start-up files), ``claude``
+(registering the MCP server writes the reader's Claude configuration), ``tracewh --install-completion`` and ``--show-completion`` (they act for the
 shell they run in, the reader's: here ``sh``, which Typer does not support; the first writes into
 its start-up files; tests/cli/test_conventions.py checks completion), a cluster address, an object
-store, a GPU script, or a path the guide names as an example of the reader's own data. A command whose program is not installed here (``pipx``,
-``claude``) is not run: the page's other commands still run and must pass, then the test is
-skipped, naming the missing programs. Slow (minutes: ~120 commands, each a process):
+store, a GPU script, or a path the guide names as an example of the reader's own data. A command
+whose program is not installed here is not run: the page's other commands still run and must
+pass, then the test is skipped, naming the missing programs. Slow (minutes: ~120 commands, each a process):
 `make test-all` runs it.
 """
 
@@ -39,7 +40,7 @@ GUIDES = [
 ]
 #: lines not run: tools and setup, or what a test has no access to (a cluster, S3, a reader's data)
 SKIP = re.compile(
-    r"^(make|pip|python3?|export|ls|set|exit|cat|source)\b|^(~|\.venv)/|\$[A-Z_]+|/data/|/srv/|/shared/|"
+    r"^(make|pipx?|python3?|claude|export|ls|set|exit|cat|source)\b|^(~|\.venv)/|\$[A-Z_]+|/data/|/srv/|/shared/|"
     r"tcp://|s3://|tracewh capture|tracewh --(install|show)-completion|\| *jq\b"
 )
 DEMO = ("tracewh synth data/demo --runs 14 --ranks 2 --start 2025-01-01 --steps 4 --seed 7 "
