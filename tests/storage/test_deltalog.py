@@ -129,3 +129,29 @@ def test_checkpoint_cache_is_private_and_checked(store: Store, tmp_path: Path) -
     cache.chmod(0o777)  # a folder others could enter is tightened (it is ours)
     assert _ours(store, "events", cache) == _delta_rs(store, "events")
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_cache_keeps_one_checkpoint_a_table(store: Store, tmp_path: Path) -> None:
+    """A table's newer checkpoint replaces its older entries (the cache does not grow with every
+    checkpoint), another table's stay, and entries of the cache's earlier formats go."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    old_format = cache / ("checkpoint-" + "a" * 24 + ".json")
+    old_format.write_text("[]")
+    old_format.chmod(0o600)
+    someone_elses = cache / "notes.txt"  # not a cache entry: never touched
+    someone_elses.write_text("x")
+    for i in range(11):
+        _commit(store, i, dt.date(2025, 4, 1))
+    assert _ours(store, "events", cache) == _delta_rs(store, "events")
+    first = sorted(p.name for p in cache.glob("checkpoint-*"))
+    assert len(first) == 2 and not old_format.exists() and someone_elses.exists()
+    for i in range(11, 21):  # a checkpoint at version 20
+        _commit(store, i, dt.date(2025, 4, 2))
+    assert _ours(store, "events", cache) == _delta_rs(store, "events")
+    second = sorted(p.name for p in cache.glob("checkpoint-*"))
+    assert len(second) == 2 and set(first).isdisjoint(second)
+    assert second[0].removesuffix(".json") + ".stats.json" == second[1]
+    # the stats of the entry kept are what live_adds reads
+    adds = deltalog.live_adds(store.table_uri("events"), cache_dir=cache) or []
+    assert [a[0] for a in adds] == _delta_rs(store, "events") and all(a[2] for a in adds)

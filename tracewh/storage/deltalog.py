@@ -10,14 +10,8 @@ classic checkpoints. Anything else (a reader feature, a gap in the commits,
 a checkpoint that cannot be read, a file renamed while it reads) returns
 ``None`` and the caller asks delta-rs instead.
 
-A checkpoint's ``add`` actions are cached as JSON in the user's private cache
-folder (``~/.cache/tracewh/checkpoint-<key>.json``, the key hashing the
-checkpoint's path, size and mtime: a checkpoint is written once; their statistics
-beside it in ``checkpoint-<key>.stats.json``, read only by callers that want them), so DuckDB
-reads a checkpoint's Parquet once per machine, not once per command. The cache
-decides which files a query reads, so it is the same trusted folder as the
-prepared catalog's (:mod:`tracewh.core.cache`: 0700, this user's, files 0600 and
-this user's); without one, checkpoints are read every time.
+A checkpoint's ``add`` actions are read once per machine, not once per command: they are
+cached in the user's private cache folder (:mod:`tracewh.storage.checkpoints`).
 
 Consistency: the ``_delta_log`` folder is listed once; the snapshot is the
 checkpoint plus every commit up to the highest one listed. A commit written
@@ -27,8 +21,6 @@ Delta reader; commit files are written once and never changed.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import re
@@ -41,7 +33,10 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from tracewh import __version__
-from tracewh.core.cache import cache_folder, own_file, write_private
+from tracewh.storage.checkpoints import Entry as _Entry
+from tracewh.storage.checkpoints import Unsupported as _Unsupported
+from tracewh.storage.checkpoints import cached_checkpoint as _cached_checkpoint
+from tracewh.storage.checkpoints import protocol as _protocol
 
 __all__ = [
     "CHECKPOINT_INTERVAL", "Add", "CommitConflict", "commit", "create_table", "latest_version",
@@ -53,10 +48,6 @@ _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parqu
 
 #: (absolute path, partition values) of one live data file.
 LiveFile = tuple[str, dict[str, str | None]]
-
-
-class _Unsupported(Exception):
-    """The log uses something this reader does not handle: ask delta-rs."""
 
 
 def live_files(table_dir: str | Path, *, cache_dir: Path | None = None) -> list[LiveFile] | None:
@@ -79,8 +70,6 @@ def live_adds(
     return _replay(table_dir, cache_dir=cache_dir, stats=True)
 
 
-#: One live file as the replay keeps it: its partition values and stats (None unless asked).
-_Entry = tuple[dict[str, str | None], str | None]
 
 
 def _replay(
@@ -180,104 +169,6 @@ def _complete(parts: list[tuple[int, int, str]]) -> bool:
     return sorted(p for p, _, _ in parts) == list(range(1, total + 1)) and all(
         n == total for _, n, _ in parts
     )
-
-
-def _protocol(action: dict[str, object]) -> None:
-    if int(action.get("minReaderVersion", 1)) > 1 or action.get("readerFeatures"):  # type: ignore[call-overload]
-        raise _Unsupported("a reader feature")
-
-
-def _cached_checkpoint(
-    log: Path, parts: list[tuple[int, int, str]], cache_dir: Path | None, *, stats: bool
-) -> dict[str, _Entry]:
-    """:func:`_read_checkpoint` as path -> (partition values, stats or None), in the
-    checkpoint's order, through the cache (best effort: a cache error only reads).
-
-    The cache holds two files per checkpoint: the paths with their partition values, and
-    their stats (most of the bytes), read only when ``stats`` is asked for.
-    """
-    files = [log / name for _, _, name in parts]
-    key = hashlib.sha256(b"v3")  # v3: paths and stats in two files
-    for f in files:
-        st = f.stat()
-        key.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    base = cache_folder(cache_dir)
-    if base is None:  # no private folder: no cache
-        return _entries(_read_checkpoint(log, parts), stats)
-    name = f"checkpoint-{key.hexdigest()[:24]}"
-    paths_file, stats_file = base / f"{name}.json", base / f"{name}.stats.json"
-    if own_file(paths_file) and (not stats or own_file(stats_file)):
-        try:
-            with open(paths_file, encoding="utf-8") as fh:
-                rels, values = json.load(fh)
-            texts = [None] * len(rels)
-            if stats:
-                with open(stats_file, encoding="utf-8") as fh:
-                    texts = json.load(fh)
-            if len(rels) == len(values) == len(texts):
-                return {str(r): (dict(v), t) for r, v, t in zip(rels, values, texts, strict=True)}
-        except (OSError, ValueError, TypeError):
-            pass
-    adds = _read_checkpoint(log, parts)
-    with contextlib.suppress(OSError):
-        # the stats first: a paths file is only there with its stats beside it
-        write_private(stats_file, json.dumps([st for _, _, st in adds]).encode())
-        write_private(paths_file, json.dumps([[r for r, _, _ in adds], [v for _, v, _ in adds]]).encode())
-    return _entries(adds, stats)
-
-
-def _entries(adds: list[tuple[str, dict[str, str | None], str | None]], stats: bool
-             ) -> dict[str, _Entry]:
-    return {rel: (values, st if stats else None) for rel, values, st in adds}
-
-
-def _read_checkpoint(
-    log: Path, parts: list[tuple[int, int, str]]
-) -> list[tuple[str, dict[str, str | None], str | None]]:
-    """The ``add`` actions of a (multi-part) checkpoint, in file order; the protocol checked."""
-    import duckdb  # the query path has it loaded already
-
-    files = [str(log / name) for _, _, name in parts]
-    try:
-        return _checkpoint_adds(duckdb.connect(), files)
-    except _Unsupported:
-        raise
-    except Exception as exc:  # duckdb.Error and friends: a checkpoint we cannot read
-        raise _Unsupported(f"checkpoint: {exc}") from exc
-
-
-def _checkpoint_adds(
-    con: Any, files: list[str]
-) -> list[tuple[str, dict[str, str | None], str | None]]:
-    try:
-        rel = con.read_parquet(files, hive_partitioning=False)
-        types = {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True)}
-        if "protocol" in types:
-            for (proto,) in con.execute(
-                "SELECT protocol FROM read_parquet(?, hive_partitioning = false) WHERE protocol IS NOT NULL", [files]
-            ).fetchall():
-                _protocol(proto)
-        add_type = types.get("add")
-        if add_type is None:
-            return []
-        if "deletionVector" in add_type and con.execute(
-            "SELECT count(*) FROM read_parquet(?, hive_partitioning = false) WHERE add.deletionVector IS NOT NULL", [files]
-        ).fetchall()[0][0]:
-            raise _Unsupported("deletion vectors")
-        values = "map_entries(add.partitionValues)" if "partitionValues" in add_type else "NULL"
-        stats = "add.stats" if "stats VARCHAR" in add_type else "NULL"
-        rows = con.execute(
-            f"SELECT add.path, {values}, {stats} FROM read_parquet(?, hive_partitioning = false) "
-            "WHERE add IS NOT NULL AND add.path IS NOT NULL",
-            [files],
-        ).fetchall()
-    finally:
-        con.close()
-    return [
-        (unquote(path), {e["key"]: e["value"] for e in entries or []}, stats)
-        for path, entries, stats in rows
-    ]
-
 
 
 # --------------------------------------------------------------------------- writing
