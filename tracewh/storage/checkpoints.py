@@ -33,6 +33,7 @@ class Unsupported(Exception):
 
 
 def protocol(action: dict[str, object]) -> None:
+    """Raise :class:`Unsupported` when a ``protocol`` action asks for more than reader version 1."""
     if int(action.get("minReaderVersion", 1)) > 1 or action.get("readerFeatures"):  # type: ignore[call-overload]
         raise Unsupported("a reader feature")
 
@@ -87,11 +88,12 @@ _OLD_ENTRY = re.compile(r"^checkpoint-[0-9a-f]{24}(\.stats)?\.json$")
 def _prune(base: Path, table: str, *, keep: str) -> None:
     """Remove the cache's other entries of ``table`` (older checkpoints of its log) and the
     entries of earlier formats: files of this user in the private cache folder, ours."""
-    for entry in os.scandir(base):
-        mine = entry.name.startswith(f"checkpoint-{table}-") and not entry.name.startswith(f"{keep}.")
-        if (mine or _OLD_ENTRY.match(entry.name)) and own_file(Path(entry.path)):
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
+    with os.scandir(base) as entries:
+        for entry in entries:
+            mine = entry.name.startswith(f"checkpoint-{table}-") and not entry.name.startswith(f"{keep}.")
+            if (mine or _OLD_ENTRY.match(entry.name)) and own_file(Path(entry.path)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def _entries(adds: list[tuple[str, dict[str, str | None], str | None]], stats: bool
