@@ -186,7 +186,7 @@ def _macro(
     named = "".join(f", {k} := ${k}" for k in params)
     query = f"SELECT * FROM {name}($run{named})"
     # inside a session (a report): one connection for all of them, re-pointed per day
-    with wh.connection(days=[ref.day]) as con:
+    with wh.connection(days=[ref.day], query=query) as con:
         try:
             set_limit(con, memory_limit)
 

@@ -27,7 +27,10 @@ from tracewh.query.db import (
     catalog_tables,
     connect_catalog,
     first_line,
+    home,
     shadow_files,
+    sibling,
+    table_sql,
 )
 from tracewh.query.pinned import Pinned
 from tracewh.query.reads import ReadMap
@@ -74,6 +77,7 @@ class Connections:
         self._idle: duckdb.DuckDBPyConnection | None = None
         self._idle_lock = threading.Lock()
         self._tables: list[TableInfo] | None = None  # see tables_of
+        self._table_sql: list[tuple[str, str, str, str]] | None = None  # see table_sql_of
         self._reads: ReadMap | None = None  # see reads_of
 
     def tables_of(self, con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
@@ -82,6 +86,12 @@ class Connections:
         if self._tables is None:
             self._tables = catalog_tables(con)
         return list(self._tables)
+
+    def table_sql_of(self, con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, str]]:
+        """The catalog's :func:`~tracewh.query.db.table_sql`, read once (as :meth:`tables_of`)."""
+        if self._table_sql is None:
+            self._table_sql = table_sql(con)
+        return self._table_sql
 
     def reads_of(self, con: duckdb.DuckDBPyConnection, query: str | None) -> frozenset[str] | None:
         """The tables ``query`` reads (:mod:`tracewh.query.reads`; ``runs`` always), or
@@ -111,8 +121,9 @@ class Connections:
         :class:`~tracewh.storage.snapshot.LiveSnapshot`) and reuses one connection (its Parquet metadata cache too);
         writes made meanwhile are not seen. A report runs its ~20 queries this way.
         Nested sessions reuse the outer one. Queries from other threads (a report runs some
-        side by side) each get a connection of their own over the same snapshot, confined
-        as the first, kept until the session ends.
+        side by side) each get a connection of their own to the same DuckDB database
+        (:func:`~tracewh.query.db.sibling`: its settings, confinement, memory limit and
+        caches), over the same snapshot, kept until the session ends.
 
         >>> with catalog.session():  # doctest: +SKIP
         ...     rows = catalog.fetch("SELECT count(*) FROM runs", kind="rows")
@@ -147,7 +158,7 @@ class Connections:
                                                     parent=self.settings.temp_directory))
             confine(con, allowed=self.allowed_dirs(), temp=temp / "0")
             self._pinned = Pinned(con, tables, live, partial, views={id(con): {}},
-                                  owner=threading.get_ident(), temp=temp)
+                                  owner=threading.get_ident(), temp=temp, home=home(con))
             yield
         finally:
             pinned, self._pinned = self._pinned, None
@@ -251,7 +262,8 @@ class Connections:
         pinned = self._pinned
         shadowed = None if pinned is None else pinned.views.get(id(con))
         if shadowed is None or pinned is None:
-            shadow_files(con, files, reset=reset, partial=partial, unbound=unbound)
+            shadow_files(con, files, reset=reset, partial=partial, unbound=unbound,
+                         sql_of=self.table_sql_of(con))
             return
         chosen = pinned.selections.setdefault(id(con), {})
         unbound = [n for n in unbound if selection is None or chosen.get(n) != selection]
@@ -265,7 +277,8 @@ class Connections:
             return
         try:
             shadow_files(con, {n: p for n, p in changed.items() if n not in unbound}, reset=True,
-                         partial=partial, unbound=[n for n in changed if n in unbound])
+                         partial=partial, unbound=[n for n in changed if n in unbound],
+                         sql_of=self.table_sql_of(con))
         except BaseException:
             # some views may be made, some not: every one is made again next time
             shadowed.update({name: None for name, _ in pinned.tables})
@@ -279,18 +292,21 @@ class Connections:
         return compute() if pinned is None else pinned.memoized(key, compute)
 
     @contextlib.contextmanager
-    def connection(self, *, days: Collection[date] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connection(
+        self, *, days: Collection[date] | None = None, query: str | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection (as :meth:`connect`) for the library's queries that change its settings.
 
         What a query under its own DuckDB memory limit runs on (:mod:`tracewh.analysis.memory`).
         Outside a session, a new connection, closed at the end. Inside :meth:`session`,
         one connection kept for the whole session (not the session's confined one, whose
         settings are locked; one per thread), its views re-pointed only where ``days``
-        changes the files.
+        changes the files. With ``query``, only the tables it reads are pointed at the
+        snapshot (:meth:`reads_of`; the others raise when read), as :meth:`_connect` does.
         """
         pinned = self._pinned
         if pinned is None:
-            con = self._connect(days=days, own=True)
+            con = self._connect(days=days, own=True, query=query)
             try:
                 yield con
             finally:
@@ -306,10 +322,12 @@ class Connections:
             with pinned.lock:
                 pinned.views[id(aux)] = {}
                 pinned.aux[me] = aux
-        files = select_files(pinned.live, dict(pinned.tables), days=days, since=None,
-                             names=[n for n, _ in pinned.tables])
+        reads = self.reads_of(aux, query)
+        names = [n for n, _ in pinned.tables if reads is None or n in reads]
+        unbound = [] if reads is None else [n for n, _ in pinned.tables if n not in reads]
+        files = select_files(pinned.live, dict(pinned.tables), days=days, since=None, names=names)
         try:
-            self._shadow(aux, files, reset=True, partial=pinned.partial,
+            self._shadow(aux, files, reset=True, partial=pinned.partial, unbound=unbound,
                          selection=_selection(days, None))
         except duckdb.Error as exc:
             raise WarehouseError(
@@ -335,17 +353,10 @@ class Connections:
             con = pinned.threads.get(me)
         if con is not None:
             return con
-        from tracewh.query.sqlguard import confine
-
-        con = self._catalog()
-        try:
-            if self.store.remote:
-                con.register_filesystem(self.store.filesystem())
-            # each connection spills into a folder of its own inside the session's
-            confine(con, allowed=self.allowed_dirs(), temp=pinned.temp / str(me))
-        except BaseException:
-            con.close()
-            raise
+        # a connection to the session's database (its catalog, settings, confinement, memory
+        # limit, spill folder, Parquet metadata cache and threads): a new database per thread
+        # cost ~0.05 s to open, and each had a memory limit and threads of its own
+        con = sibling(pinned.con, pinned.home)
         with pinned.lock:
             pinned.views[id(con)] = {}
             pinned.threads[me] = con

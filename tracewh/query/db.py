@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SQL_DIR", "Rows", "TableInfo", "apply_sql", "catalog_digest", "catalog_tables",
     "connect_catalog", "connect_tables", "fetch_frame", "fetch_rows", "first_line",
-    "parquet_files_sql", "register_functions", "shadow_files", "sql_files", "to_frame",
+    "parquet_files_sql", "register_functions", "home", "shadow_files", "sibling", "sql_files", "table_sql", "to_frame",
 ]
 
 #: A table of the catalog: its name and whether it is a run child (visible via ``runs``).
@@ -192,6 +192,35 @@ def _open_trusted(path: Path, digest: str) -> duckdb.DuckDBPyConnection | None:
     return con
 
 
+def _quoted(name: str) -> str:
+    """``name`` as a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def home(con: duckdb.DuckDBPyConnection) -> tuple[str, str]:
+    """``con``'s default catalog and schema (what :func:`sibling` connections start on)."""
+    db, schema = con.execute("SELECT current_database(), current_schema()").fetchall()[0]
+    return str(db), str(schema)
+
+
+def sibling(con: duckdb.DuckDBPyConnection, at: tuple[str, str]) -> duckdb.DuckDBPyConnection:
+    """Another connection to ``con``'s database, on catalog and schema ``at`` (:func:`home`).
+
+    It shares the database's attached catalog, settings (locked ones stay locked), memory
+    limit, spill folder, caches and threads; its TEMP views and the Python functions
+    registered on it are its own. Opening one costs microseconds, not the ~0.05 s of a
+    new database (:func:`connect_catalog`). ``con`` may be running a query meanwhile
+    (:func:`home` is asked of it beforehand).
+    """
+    other = con.cursor()
+    try:
+        other.execute(f"USE {_quoted(at[0])}.{_quoted(at[1])}")
+    except BaseException:
+        other.close()
+        raise
+    return other
+
+
 def connect_catalog(
     *, sql_dir: Path = SQL_DIR, cache_dir: Path | None = None, memory_limit: str | None = None,
     temp_directory: str | None = None,
@@ -240,6 +269,14 @@ _SHADOWED = "tw_shadowed"
 _UNKNOWN = "unknown"
 
 
+def table_sql(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str, str]]:
+    """Each table's name, select list, typed NULL list and file select list (``tw_tables``
+    of a catalog connection): what :func:`shadow_files` builds its views from."""
+    return [(str(n), str(s), str(nl), str(f)) for n, s, nl, f in con.execute(
+        "SELECT name, select_list, null_list, files_select_list FROM main.tw_tables"
+    ).fetchall()]
+
+
 def shadow_files(
     con: duckdb.DuckDBPyConnection,
     files: Mapping[str, Sequence[str]],
@@ -248,6 +285,7 @@ def shadow_files(
     reset: bool = False,
     partial: Collection[str] = (),
     unbound: Collection[str] = (),
+    sql_of: Sequence[tuple[str, str, str, str]] | None = None,
 ) -> None:
     """Point a catalog connection's ``raw_<table>`` at the snapshot's ``files`` (TEMP views).
 
@@ -257,13 +295,12 @@ def shadow_files(
     file; tables ``files`` does not name are left as they are. Tables in ``partial``
     are read by column name (:func:`files_sql`). Tables in ``unbound`` (a query does not read
     them: :mod:`tracewh.query.reads`) become a view that raises when it is read.
+    ``sql_of``: the catalog's :func:`table_sql` where the caller has it (else read here).
     """
     from tracewh.query.reads import unbound_sql
 
     tables = tables or {}
-    rows = con.execute(
-        "SELECT name, select_list, null_list, files_select_list FROM main.tw_tables"
-    ).fetchall()
+    rows = table_sql(con) if sql_of is None else sql_of
     nulls = {str(name): str(null_list) for name, _, null_list, _ in rows}
     from_files = {str(name): str(f) for name, _, _, f in rows}
     selects = {str(name): str(sel) for name, sel, _, _ in rows}

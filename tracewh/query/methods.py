@@ -62,10 +62,11 @@ class QueryMethods:
         """A DuckDB connection over the current snapshot, with every ``sql/`` view (caller closes)."""
         return self.catalog.connect(days=days, since=since)
 
-    def connection(self, *, days: Collection[date] | None = None
+    def connection(self, *, days: Collection[date] | None = None, query: str | None = None
                    ) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
-        """A connection for the library's queries that change its settings (a memory limit)."""
-        return self.catalog.connection(days=days)
+        """A connection for the library's queries that change its settings (a memory limit);
+        with ``query``, of the tables it reads alone."""
+        return self.catalog.connection(days=days, query=query)
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """``compute()``; inside :meth:`session` once per ``key`` (the result is shared)."""

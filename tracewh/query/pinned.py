@@ -42,11 +42,12 @@ class Pinned:
     memo: dict[Hashable, Future[Any]] = field(default_factory=dict)  # see memoized
     computing: dict[Hashable, int] = field(default_factory=dict)  # key -> the thread computing it
     owner: int = 0  # the thread that opened the session: it queries on `con`
-    # other threads' confined connections, and each thread's one of Session.connection
+    # other threads' connections (db.sibling of con), and each thread's one of Session.connection
     threads: dict[int, duckdb.DuckDBPyConnection] = field(default_factory=dict)
     aux: dict[int, duckdb.DuckDBPyConnection] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     temp: Path = Path()  # the session's private folder of DuckDB temporary files
+    home: tuple[str, str] = ("memory", "main")  # con's default catalog and schema (db.home)
 
     def holds(self, con: duckdb.DuckDBPyConnection) -> bool:
         """Whether ``con`` is one of the session's confined connections."""

@@ -329,9 +329,10 @@ class Catalog(Source, Protocol):
     """
 
     def connection(
-        self, *, days: Collection[dt.date] | None = None
+        self, *, days: Collection[dt.date] | None = None, query: str | None = None
     ) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
-        """A DuckDB connection on the views (``days`` restricts the partitions)."""
+        """A DuckDB connection on the views (``days`` restricts the partitions; ``query``:
+        of the tables it reads alone)."""
         ...
 
     def call(
