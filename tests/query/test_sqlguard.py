@@ -185,3 +185,44 @@ def test_a_session_is_confined_once_and_keeps_its_connection(wh: Path) -> None:
         assert w.sql("SELECT 1 AS a", unrestricted=True)["a"][0] == 1
         assert w.catalog.pinned is pinned
         assert pinned.con.execute("SELECT current_setting('enable_external_access')").fetchone()[0] is False
+
+
+def test_another_thread_of_a_session_queries_its_database_confined(wh: Path) -> None:
+    """A session's other threads get sibling connections (query.db.sibling): the session's
+    database, its confinement and locked settings, TEMP views of their own."""
+    import threading
+
+    w = Warehouse(wh, memory_limit="1GB")
+    got: dict[str, object] = {}
+
+    def other() -> None:
+        got["n"] = w.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0]
+        for key, query in (("read", "SELECT * FROM read_text('/etc/passwd')"),
+                           ("copy", "COPY (SELECT 1) TO '/tmp/tracewh-x.csv'")):
+            try:
+                w.sql(query)
+            except QueryError as exc:
+                got[key] = str(exc)
+        pinned = w.catalog.pinned
+        assert pinned is not None
+        con = pinned.threads[threading.get_ident()]
+        got["limit"] = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        got["temp"] = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+        with pytest.raises(duckdb.InvalidInputException, match="locked"):
+            con.execute("SET memory_limit = '8GB'")
+        got["ok"] = True
+
+    with w.session():
+        n = w.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0]
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        pinned = w.catalog.pinned
+        assert pinned is not None and len(pinned.threads) == 1
+        assert got.get("ok") is True, got
+        assert got["n"] == n > 0
+        assert "read" in got and "copy" in got, got  # refused there as here
+        # one database: the thread's connection has the session's memory limit
+        assert got["limit"] == pinned.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert got["temp"] == pinned.con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+    assert not Path("/tmp/tracewh-x.csv").exists()
