@@ -61,7 +61,9 @@ def report(
         if chart_format not in CHART_FORMATS:
             raise UsageError(f"--chart-format must be one of {', '.join(CHART_FORMATS)}, not {chart_format!r}")
         # one snapshot and one connection for every query of the report(s)
-        with open_warehouse(warehouse).session() as wh:
+        from tracewh.report import REPORT_QUERY_THREADS
+
+        with open_warehouse(warehouse).session(query_threads=REPORT_QUERY_THREADS) as wh:
             _report(wh, out=out, site=site, run=run, compare=compare, since=since,
                     limit=limit, level=level, chart_format=chart_format)
 

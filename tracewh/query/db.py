@@ -38,9 +38,25 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "SQL_DIR", "Rows", "TableInfo", "apply_sql", "catalog_digest", "catalog_tables",
-    "connect_catalog", "connect_tables", "fetch_frame", "fetch_rows", "first_line",
-    "parquet_files_sql", "register_functions", "home", "shadow_files", "sibling", "sql_files", "table_sql", "to_frame",
+    "SQL_DIR",
+    "Rows",
+    "TableInfo",
+    "apply_sql",
+    "catalog_digest",
+    "catalog_tables",
+    "connect_catalog",
+    "connect_tables",
+    "fetch_frame",
+    "fetch_rows",
+    "first_line",
+    "home",
+    "parquet_files_sql",
+    "register_functions",
+    "shadow_files",
+    "sibling",
+    "sql_files",
+    "table_sql",
+    "to_frame",
 ]
 
 #: A table of the catalog: its name and whether it is a run child (visible via ``runs``).

@@ -48,13 +48,16 @@ class QueryMethods:
 
     # ------------------------------------------------------------- the query layer
     @contextlib.contextmanager
-    def session(self) -> Iterator[Self]:
+    def session(self, *, query_threads: int = 1) -> Iterator[Self]:
         """One snapshot and one DuckDB connection for every query inside (:meth:`tracewh.query.session.Session.session`).
+
+        ``query_threads``: how many threads of the caller will query at once (DuckDB's
+        own threads are fewer by the others).
 
         >>> with Warehouse("wh").session() as wh:  # doctest: +SKIP
         ...     top, gaps = wh.kernels(), wh.gaps()
         """
-        with self.catalog.session():
+        with self.catalog.session(query_threads=query_threads):
             yield self
 
     def connect(self, *, days: Collection[date] | None = None,

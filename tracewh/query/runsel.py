@@ -345,8 +345,9 @@ class Catalog(Source, Protocol):
         """The ``runs`` row of one run."""
         ...
 
-    def session(self) -> AbstractContextManager[Any]:
-        """One snapshot and one connection for the queries inside."""
+    def session(self, *, query_threads: int = 1) -> AbstractContextManager[Any]:
+        """One snapshot and one connection for the queries inside (``query_threads``: how
+        many threads will query at once)."""
         ...
 
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:

@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from tracewh.report.build import ReportResult, build_report
     from tracewh.report.protocol import WarehouseLike
 
-__all__ = ["ReportResult", "WarehouseLike", "build_report"]
+__all__ = ["REPORT_QUERY_THREADS", "ReportResult", "WarehouseLike", "build_report"]
+
+#: The threads a report queries from at once: the caller's and two beside it (the history,
+#: the roofline); its session's DuckDB threads are set for them (``Warehouse.session``).
+REPORT_QUERY_THREADS = 3
 
 #: The public names of the package, by the module that defines them (imported on first use).
 _LAZY = {"ReportResult": "build", "build_report": "build", "WarehouseLike": "protocol"}

@@ -20,6 +20,7 @@ from tracewh.core.errors import UsageError
 from tracewh.core.outdir import check_output_dir, output_dir
 from tracewh.query.options import KERNEL_WAIT_THRESHOLD_NS
 from tracewh.query.runsel import RunSelector
+from tracewh.report import REPORT_QUERY_THREADS
 from tracewh.report.document import ChartRenderer, write_report
 from tracewh.report.memory_section import collect_memory, memory_section
 from tracewh.report.modules_section import collect_modules, graph_note, modules_section
@@ -124,8 +125,9 @@ def build_report(
     # GIL) while the next group's queries run; the two largest parts (the history, then its
     # charts; the roofline) run beside the run's own queries (a connection of their own in a
     # session)
-    with one_snapshot(wh), ChartRenderer(fmt=chart_format, child=renderer) as drawing, \
-            ThreadPoolExecutor(2, thread_name_prefix="tracewh-query") as side:
+    with one_snapshot(wh, query_threads=REPORT_QUERY_THREADS), \
+            ChartRenderer(fmt=chart_format, child=renderer) as drawing, \
+            ThreadPoolExecutor(REPORT_QUERY_THREADS - 1, thread_name_prefix="tracewh-query") as side:
         ref = wh.resolve_run(run)
         # the --since window counts back from the latest run (as history and changes) and
         # says how many runs of the workload it leaves out

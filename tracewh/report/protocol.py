@@ -69,17 +69,18 @@ class WarehouseLike(Protocol):
 
 
 @contextlib.contextmanager
-def one_snapshot(wh: WarehouseLike) -> Iterator[None]:
+def one_snapshot(wh: WarehouseLike, *, query_threads: int = 1) -> Iterator[None]:
     """Inside ``wh.session()`` (one snapshot and a connection per thread) where it has one.
 
-    A report queries from more than one thread: its sessions must be opened by one (a
-    query's own nested session, as ``changes`` opens, then reuses the outer one).
+    A report queries from more than one thread (``query_threads`` at once): its sessions
+    must be opened by one (a query's own nested session, as ``changes`` opens, then reuses
+    the outer one).
     """
     session = getattr(wh, "session", None)
     if session is None:
         yield
         return
-    with session():
+    with session(query_threads=query_threads):
         yield
 
 

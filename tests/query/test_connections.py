@@ -1,0 +1,63 @@
+"""The session's connections (``tracewh.query.connections``): DuckDB's threads for the
+threads that query a session at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+from helpers_ingest import driver_env
+
+from tracewh.api import Warehouse
+from tracewh.query.connections import session_threads
+from tracewh.synth import SynthConfig, write_trace
+
+TRACEWH = str(Path(sys.executable).with_name("tracewh"))
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("connwh")
+    write_trace(base / "t" / "a.pt.trace.json.gz", SynthConfig(steps=2, layers=1, seed=17))
+    subprocess.run([TRACEWH, "ingest", str(base / "t"), "-w", str(base / "wh")], check=True,
+                   capture_output=True, env=driver_env())
+    return base / "wh"
+
+
+@pytest.mark.parametrize(("cores", "callers", "want"), [(2, 1, 2), (2, 3, 1), (16, 3, 14), (1, 3, 1)])
+def test_duckdb_threads_leave_room_for_the_callers(cores: int, callers: int, want: int) -> None:
+    con = duckdb.connect()
+    con.execute(f"SET threads = {cores}")
+    assert session_threads(con, callers) == want
+
+
+def _threads(w: Warehouse) -> int:
+    pinned = w.catalog.pinned
+    assert pinned is not None
+    return int(pinned.con.execute("SELECT current_setting('threads')").fetchone()[0])
+
+
+def test_a_session_for_three_callers_has_fewer_duckdb_threads(wh: Path) -> None:
+    default = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0])
+    w = Warehouse(wh)
+    with w.session():
+        assert _threads(w) == default
+    with w.session(query_threads=3):
+        assert _threads(w) == max(1, default - 2)
+        # every caller's connection is the same database: the same threads, and the
+        # answers of one
+        got: list[int] = []
+        callers = [threading.Thread(target=lambda: got.append(
+            int(w.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0]))) for _ in range(2)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join()
+        assert len(got) == 2 and got[0] == got[1] == w.sql("SELECT count(*) AS n FROM gpu_ops")["n"][0] > 0
+        # nested: the outer session's connection and threads
+        with w.session():
+            assert _threads(w) == max(1, default - 2)
