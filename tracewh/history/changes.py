@@ -146,6 +146,7 @@ def find_changes(
     cols = _Columns(
         pos=v["_pos"].to_numpy(), value=v["value"].to_numpy(), wvar=v["_wvar"].to_numpy(),
         name=v["name"], short=v["short_name"], category=v["category"],
+        named=v["name"].is_not_null().to_numpy(),
     )
     groups = (v.select("series", "metric", "key", "_pos").with_row_index("_i")
               .group_by(["series", "metric", "key"])
@@ -167,6 +168,7 @@ class _Columns:
     name: pl.Series  # read only where a change is found (a Python list of every row's
     short: pl.Series  # names would hold millions of strings at 30,000 runs)
     category: pl.Series
+    named: NDArray[np.bool_]  # each row's name is not NULL
 
 
 def _one(
@@ -220,7 +222,7 @@ def _newest_name(
 ) -> tuple[str | None, str | None, str | None]:
     """The name, short name and category the key had in the newest run of the series that
     has a value and a name (``(key, None, None)`` without one); ``rows`` are in run order."""
-    named = cols.name.gather(rows).is_not_null().to_numpy() & keep[cols.pos[rows]]
+    named = cols.named[rows] & keep[cols.pos[rows]]
     hits = np.flatnonzero(named)
     if not hits.size:
         return key, None, None
