@@ -62,20 +62,35 @@ def read_sidecar_labels(path: Path) -> dict[str, str]:
 
 #: Folders inference servers write their CUDA/HIP graph capture traces to, beside the
 #: traces that replay the graphs (vLLM, SGLang): a trace there belongs to the parent's job.
-def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
-    """The committed ``runs`` row of ``run_id`` (its run_id, ingest_id, source_path), or None."""
-    if store.remote:
-        import pyarrow.compute as pc
+class RunsLookup:
+    """Finds a run's committed ``runs`` row, for the files of one task (:func:`ingest_file`).
 
-        table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path", *_OPTION_COLUMNS])
-        rows = table.filter(pc.field("run_id") == run_id).to_pylist()
-        return rows[0] if rows else None
-    files = store.file_uris("runs")
-    if not files:
-        return None
-    con = duckdb.connect(config={"threads": 1})
-    try:
-        cur = con.execute(
+    Its DuckDB connection (a database of its own, one thread, Parquet footers cached: the
+    ``runs`` files never change once written) is made on the first lookup and kept until
+    :meth:`close`: opening one for each file of a nightly folder was ~20 ms a file. The
+    files are those of the latest snapshot at each lookup (under the run's lock).
+    """
+
+    def __init__(self) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def existing(self, store: Store, run_id: str) -> dict[str, Any] | None:
+        """The committed ``runs`` row of ``run_id`` (its run_id, ingest_id, source_path and
+        ingest options), or None."""
+        if store.remote:
+            import pyarrow.compute as pc
+
+            table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path", *_OPTION_COLUMNS])
+            rows = table.filter(pc.field("run_id") == run_id).to_pylist()
+            return rows[0] if rows else None
+        files = store.file_uris("runs")
+        if not files:
+            return None
+        if self._con is None:
+            con = duckdb.connect(config={"threads": 1})
+            con.execute("SET parquet_metadata_cache = true")
+            self._con = con
+        cur = self._con.execute(
             # hive_partitioning off: a `key=value` folder above the warehouse is no column;
             # by name: files written before a column was added lack it
             "SELECT * FROM read_parquet(?, hive_partitioning = false, union_by_name = true) "
@@ -84,12 +99,16 @@ def _existing_run(store: Store, run_id: str) -> dict[str, Any] | None:
         )
         names = [d[0] for d in cur.description or ()]
         found = cur.fetchall()
-    finally:
-        con.close()
-    if not found:
-        return None
-    row = dict(zip(names, found[0], strict=True))
-    return {k: row.get(k) for k in ("run_id", "ingest_id", "source_path", *_OPTION_COLUMNS)}
+        if not found:
+            return None
+        row = dict(zip(names, found[0], strict=True))
+        return {k: row.get(k) for k in ("run_id", "ingest_id", "source_path", *_OPTION_COLUMNS)}
+
+    def close(self) -> None:
+        """Close the connection (a later lookup opens another)."""
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
 
 
 #: ``runs`` columns that record the ingest options a run was written with
@@ -141,7 +160,7 @@ class Linker(Protocol):
 
 def ingest_file(
     store: Store, path: Path, options: IngestOptions, *, commit: Committer | None = None,
-    linker: Linker | None = None, stager: Stager | None = None,
+    linker: Linker | None = None, stager: Stager | None = None, runs: RunsLookup | None = None,
 ) -> FileResult:
     """Ingest one trace file into ``store``; never raises for a bad file.
 
@@ -157,8 +176,9 @@ def ingest_file(
     the final results then coming from ``take()`` / ``close()``, this one provisional),
     ``linker`` (a :class:`Linker`; default: a :class:`~tracewh.ingest.derive.OneFile` over
     ``commit``; a :class:`~tracewh.ingest.group.TinyGroup` writes a tiny trace, once staged,
-    with the group's other tiny traces) and ``stager`` (default: :func:`stager_for`
-    ``options.native``).
+    with the group's other tiny traces), ``stager`` (default: :func:`stager_for`
+    ``options.native``) and ``runs`` (the task's :class:`RunsLookup`; default: one for this
+    file alone).
     """
     commit = commit if commit is not None else DirectCommit(store)
     linker = linker if linker is not None else OneFile(store, options, commit)
@@ -180,7 +200,14 @@ def ingest_file(
         commit.begin_file()
         # writers (shared): a `compact --retain-hours 0` (exclusive) waits for this ingest
         with commit.held("writers", shared=True), commit.held(f"run-{run_id}"):
-            existing = _existing_run(store, run_id)
+            if runs is None:
+                lookup = RunsLookup()
+                try:
+                    existing = lookup.existing(store, run_id)
+                finally:
+                    lookup.close()
+            else:
+                existing = runs.existing(store, run_id)
             if existing is None and (run_id in commit.run_ids or run_id in linker.run_ids):
                 # the same bytes twice in one batch (even with --force): once is enough
                 existing = {"source_path": "an earlier file of this batch"}
@@ -247,4 +274,4 @@ def _ingest_locked(
             store.remove_staging(staging)
 
 
-__all__ = ["FileResult", "IngestOptions", "Linker", "ingest_file", "read_sidecar_labels"]
+__all__ = ["FileResult", "IngestOptions", "Linker", "RunsLookup", "ingest_file", "read_sidecar_labels"]

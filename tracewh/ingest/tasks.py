@@ -27,7 +27,7 @@ from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.derive import OneFile
 from tracewh.ingest.group import TinyGroup
 from tracewh.ingest.options import FileResult, IngestOptions
-from tracewh.ingest.pipeline import ingest_file
+from tracewh.ingest.pipeline import RunsLookup, ingest_file
 from tracewh.ingest.shred import Stager, stager_for
 from tracewh.storage.store import Store
 
@@ -54,11 +54,12 @@ class BatchedTask:
         batch = CommitBatch(store, derive=options.derive)
         group = TinyGroup(store, options, batch) if self.grouped else None
         linker = group if group is not None else OneFile(store, options, batch)
+        runs = RunsLookup()  # one connection for the task's "already ingested?" lookups
         out: list[FileResult] = []
         try:
             for path in paths:
                 ingest_file(store, Path(path), options, commit=batch, linker=linker,
-                            stager=self.stager)
+                            stager=self.stager, runs=runs)
                 if batch.due():
                     batch.flush()
                 out += batch.take()
@@ -66,6 +67,7 @@ class BatchedTask:
             batch.abandon()
             raise
         finally:
+            runs.close()
             if not batch.abandoned:
                 out += batch.close()
             if group is not None:
