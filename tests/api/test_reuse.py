@@ -70,8 +70,8 @@ def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) ->
     """In a session the views of a day stay while queries stay on it, and follow a change of day.
 
     Every answer equals the one of a fresh Warehouse (no session), and the session's memory
-    views (on its second, unconfined connection) too; the number of views made again is
-    counted on the session's connections.
+    views (on the session's own connection: no second database) too; the number of views
+    made again is counted on the session's connections.
     """
     paths = [_trace(tmp_path, day, 20 + day) for day in (5, 6)]
     root = tmp_path / "wh"
@@ -102,11 +102,41 @@ def test_a_session_repoints_views_only_where_the_files_change(tmp_path: Path) ->
             assert shown and all(day in p for p in shown), (ref, [p for p in shown if day not in p])
             if before and before != after:
                 assert any(before.get(n) != after.get(n) for n in after)
+        assert not pinned.aux  # the memory views ran on the session's connection
+    assert wh.catalog.pinned is None
+
+
+def test_a_memory_view_over_the_sessions_limit_runs_again_under_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside a session a memory view runs on the session's connection; one that runs out
+    of the session's memory runs again on a connection of its own (its limit doubled as it
+    needs, tracewh.ingest.memory.retry_on_oom), closed with the session."""
+    path = _trace(tmp_path, 5, 25)
+    root = tmp_path / "wh"
+    assert Warehouse(root).ingest([path]).ok
+    want = Warehouse(root).memory("latest", view="peak")
+    wh = Warehouse(root)
+    real = wh.call
+
+    def out_of_memory(name: str, first: object, /, **kw: object) -> object:
+        if name.startswith("memory_"):
+            raise QueryError(name, "Out of Memory Error: could not allocate block (the session's limit)")
+        return real(name, first, **kw)
+
+    monkeypatch.setattr(wh, "call", out_of_memory)
+    with wh.session():
+        pinned = wh.catalog.pinned
+        assert pinned is not None
+        assert wh.memory("latest", view="peak").equals(want)
         aux = pinned.aux[threading.get_ident()]
         assert id(aux) in pinned.views
-    assert wh.catalog.pinned is None
     with pytest.raises(Exception):  # noqa: B017 - closed with the session
         aux.execute("SELECT 1")
+    # any other error of the session's query is the caller's, not run again
+    monkeypatch.setattr(wh, "call", lambda *a, **k: (_ for _ in ()).throw(QueryError("q", "Binder Error: x")))
+    with wh.session(), pytest.raises(QueryError, match="Binder"):
+        wh.memory("latest")
 
 
 class _Counting:

@@ -38,11 +38,11 @@ def test_duckdb_threads_leave_room_for_the_callers(cores: int, callers: int, wan
 def _threads(w: Warehouse) -> int:
     pinned = w.catalog.pinned
     assert pinned is not None
-    return int(pinned.con.execute("SELECT current_setting('threads')").fetchone()[0])
+    return int(pinned.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
 
 
 def test_a_session_for_three_callers_has_fewer_duckdb_threads(wh: Path) -> None:
-    default = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0])
+    default = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0])
     w = Warehouse(wh)
     with w.session():
         assert _threads(w) == default

@@ -60,6 +60,11 @@ class QueryMethods:
         with self.catalog.session(query_threads=query_threads):
             yield self
 
+    @property
+    def in_session(self) -> bool:
+        """Whether a :meth:`session` is open (its queries share one snapshot and database)."""
+        return self.catalog.pinned is not None
+
     def connect(self, *, days: Collection[date] | None = None,
                 since: date | None = None) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection over the current snapshot, with every ``sql/`` view (caller closes)."""

@@ -350,6 +350,11 @@ class Catalog(Source, Protocol):
         many threads will query at once)."""
         ...
 
+    @property
+    def in_session(self) -> bool:
+        """Whether a :meth:`session` is open (queries then share its database)."""
+        ...
+
     def runs(self, *, where: Mapping[str, str] | None = None) -> pl.DataFrame:
         """Every visible run, latest first (``where``: label/field filters)."""
         ...
