@@ -3,29 +3,13 @@ threads that query a session at once."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import duckdb
 import pytest
-from helpers_ingest import driver_env
 
 from tracewh.api import Warehouse
 from tracewh.query.connections import session_threads
-from tracewh.synth import SynthConfig, write_trace
-
-TRACEWH = str(Path(sys.executable).with_name("tracewh"))
-
-
-@pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("connwh")
-    write_trace(base / "t" / "a.pt.trace.json.gz", SynthConfig(steps=2, layers=1, seed=17))
-    subprocess.run([TRACEWH, "ingest", str(base / "t"), "-w", str(base / "wh")], check=True,
-                   capture_output=True, env=driver_env())
-    return base / "wh"
 
 
 @pytest.mark.parametrize(("cores", "callers", "want"), [(2, 1, 2), (2, 3, 1), (16, 3, 14), (1, 3, 1)])
@@ -41,9 +25,9 @@ def _threads(w: Warehouse) -> int:
     return int(pinned.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
 
 
-def test_a_session_for_three_callers_has_fewer_duckdb_threads(wh: Path) -> None:
+def test_a_session_for_three_callers_has_fewer_duckdb_threads(two_days: Warehouse) -> None:
     default = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0])
-    w = Warehouse(wh)
+    w = Warehouse(two_days.root)
     with w.session():
         assert _threads(w) == default
     with w.session(query_threads=3):
