@@ -66,3 +66,25 @@ def test_cli_rejects_bad_jobs(tmp_path: Path, value: str) -> None:
     result = CliRunner().invoke(app, ["ingest", str(tmp_path), "-w", str(tmp_path / "wh"), "--jobs", value])
     assert result.exit_code == 2
     assert "--jobs must be at least 1 or auto" in result.output
+
+
+def test_pool_tasks_go_from_the_costliest_down(tmp_path: Path) -> None:
+    """Tasks of a pool: every file once, the big files first, costs decreasing, small
+    files sharing the last tasks, equal files in their order, at most MAX_FILES a task."""
+    paths = []
+    for k in range(150):
+        p = tmp_path / f"{k:03d}.json.gz"
+        p.write_bytes(b"x" * (2_000_000 if k % 25 == 0 else 1_000 + k % 3))
+        paths.append(str(p))
+    tasks = batch._chunks(paths, 2, None)
+    flat = [p for t in tasks for p in t]
+    assert sorted(flat) == sorted(paths) and len(flat) == len(paths)
+    costs = [sum(batch.file_cost(p) for p in t) for t in tasks]
+    assert all(len(t) <= batch.MAX_FILES for t in tasks)
+    big = [p for p in paths if Path(p).stat().st_size > 1_000_000]
+    assert set(tasks[0]) <= set(big) and flat[: len(big)] == big
+    assert costs[0] == max(costs) and costs[-1] < costs[0] / 4
+    assert len(tasks[-1]) > 1  # the small ones go together
+    same = [p for p in flat if Path(p).stat().st_size == 1_000]
+    assert same == sorted(same)
+    assert batch._chunks(paths, 1, None) == [tuple(paths)]

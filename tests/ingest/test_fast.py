@@ -371,3 +371,44 @@ def test_arrow_chunks_match_the_raw_buffers() -> None:
         again = pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
         assert first.equals(expected) and again.equals(expected), table
     assert not chunks
+
+
+def test_the_writer_connection_is_kept_between_small_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's small parts share one writer connection (``StageConnections.writer``);
+    each stages the rows it stages alone; a part of several chunks closes it."""
+    from helpers_staging import rows
+
+    from tracewh.ingest.parts import stage_file
+    from tracewh.ingest.shred import StageConnections, stage_part, stager_for
+
+    traces = []
+    for seed in (1, 2, 3):
+        trace = tmp_path / f"t{seed}.pt.trace.json.gz"
+        write_trace(trace, SynthConfig(steps=2, layers=2, python=True, seed=seed))
+        traces.append(trace)
+    connections = StageConnections()
+    kept: list[Any] = []
+    try:
+        for k, trace in enumerate(traces):
+            alone, shared = tmp_path / f"alone{k}", tmp_path / f"shared{k}"
+            alone.mkdir()
+            shared.mkdir()
+            a = stage_file(trace, alone, stager=stager_for(True))
+            b = stage_file(trace, shared, stager=stager_for(True), connections=connections)
+            kept.append(connections.writer._con)
+            assert (a.events, a.anomalies) == (b.events, b.anomalies)
+            for table in STAGING_TABLES:
+                assert rows(Path(b.parts[0][0]), table) == rows(Path(a.parts[0][0]), table), (
+                    trace.name, table)
+        assert kept[0] is not None and kept[0] is kept[1] is kept[2]
+        # a larger part: the connection is closed, not kept
+        big = tmp_path / "big"
+        big.mkdir()
+        monkeypatch.setattr(fast, "KEEP_EVENTS", 10)
+        stage_part(traces[0], big, stager=stager_for(True), connections=connections)
+        assert connections.writer._con is None
+    finally:
+        connections.close()
+    assert connections.writer._con is None

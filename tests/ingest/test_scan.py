@@ -178,6 +178,40 @@ def test_chunk_boundaries_do_not_matter(chunk: int) -> None:
     assert whole[2] == parts[2]
 
 
+_TRAILERS = [
+    "", ' , "z": 1', ', "a": [1, 2], "b": {"c": "]}", "d": [[]]}, "e": null',
+    ', "deviceProperties": [{"id": 0, "name": "A100"}], "baseTimeNanoseconds": 1700000000000000000',
+    ', "x": "\u00e9\u2603 ] , }"', ',"y":{"traceEvents2":[]}',
+]
+
+
+@pytest.mark.parametrize("trailer", _TRAILERS)
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_the_scanner_knows_where_trace_events_ends(trailer: str, chunk: int) -> None:
+    """``events_end``: the ``]`` closing traceEvents, wherever the reads were cut; the
+    trailer parsed from there is what the search of the whole tail finds."""
+    from tracewh.ingest.reader import _parse_trailer, _trailer_at
+
+    events = [_EV, ODD_EVENTS[-12], '{"ph": "i", "s": "]", "args": {"a": [1, ["]"]]}}']
+    data = ('{"a": [1, {"b": "}]"}], "traceEvents": [' + ",".join(events) + "]"
+            + trailer + "}  \n").encode()
+    status, shredder, _ = _scan(data, chunk=chunk)
+    assert status == 1
+    end = shredder.events_end
+    assert end is not None and data[end : end + 1] == b"]"
+    assert data[end + 1 :].decode().strip()[:1] in (",", "}")
+    searched = _parse_trailer(data)
+    assert searched[1] is not None
+    assert _trailer_at(data, end) == searched
+    assert _trailer_at(data[5:], end - 5) == searched  # a tail that starts later
+    assert _trailer_at(data, end - 1) is None  # not the ]: the caller searches
+
+
+def test_a_bare_array_has_no_trace_events_end() -> None:
+    status, shredder, _ = _scan(("[" + _EV + "]").encode())
+    assert status == 1 and shredder.events_end is None
+
+
 @pytest.mark.parametrize(
     "text",
     [

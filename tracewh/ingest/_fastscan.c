@@ -906,6 +906,10 @@ static int doc_step(Shredder *self, PyObject *slow) {
         case D_EV_FIRST:
         case D_EV_NEXT:
             if (c == ']') {
+                if (!sc->is_array) {
+                    sc->events_closed = 1;
+                    sc->events_end = sc->base + (long long)i;
+                }
                 sc->state = sc->is_array ? D_END : D_MEMBER_END;
                 sc->pos = i + 1;
                 return 1;
@@ -931,6 +935,7 @@ static int scan_feed(Shredder *self, PyObject *read) {
     if (sc->pos) {
         memmove(sc->in.p, sc->in.p + sc->pos, sc->in.len - sc->pos);
         sc->in.len -= sc->pos;
+        sc->base += (long long)sc->pos;
         sc->pos = 0;
     }
     size_t want = sc->in.len * 2;
@@ -985,6 +990,11 @@ static PyObject *Shredder_scan(Shredder *self, PyObject *args) {
 
 static PyObject *Shredder_get_is_array(Shredder *self, void *Py_UNUSED(closure)) {
     return PyBool_FromLong(self->scan.is_array);
+}
+
+static PyObject *Shredder_get_events_end(Shredder *self, void *Py_UNUSED(closure)) {
+    if (!self->scan.events_closed) Py_RETURN_NONE;
+    return PyLong_FromLongLong(self->scan.events_end);
 }
 
 static int scan_init(Shredder *self) {

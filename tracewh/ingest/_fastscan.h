@@ -15,6 +15,9 @@ typedef struct {
     int state;       /* where in the document we are (D_* in _fastscan.c) */
     int is_array;    /* the document is a bare array of events */
     int events_seen; /* the traceEvents member was found */
+    int events_closed;   /* the ``]`` closing traceEvents was found, at ``events_end`` */
+    long long base;      /* bytes read() returned before in.p[0] */
+    long long events_end;
     Buf stack;       /* containers open in skip_value */
     Buf keys;        /* (offset, length) of the keys of the objects being written */
     Buf dec_cat, dec_name, dec_other, dec_ph, tmp;  /* decoded strings with escapes */

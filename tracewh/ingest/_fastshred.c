@@ -1075,6 +1075,9 @@ static PyGetSetDef Shredder_getset[] = {
     {"fast", (getter)Shredder_get_fast, NULL, "events staged here", NULL},
     {"is_array", (getter)Shredder_get_is_array, NULL,
      "scan(): the document is a bare array of events", NULL},
+    {"events_end", (getter)Shredder_get_events_end, NULL,
+     "scan(): offset in the bytes read() returned of the ] closing traceEvents, or None",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject ShredderType = {

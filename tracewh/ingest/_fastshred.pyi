@@ -18,6 +18,7 @@ class Shredder:
     pending: int
     pending_bytes: int
     is_array: bool
+    events_end: int | None
     index: int
     skipped_python: int
     fast: int

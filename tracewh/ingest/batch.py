@@ -207,15 +207,56 @@ def _task_failed(task: Task, exc: BaseException) -> list[FileResult]:
     ]
 
 
+#: A file's fixed cost in :func:`file_cost` (bytes of JSON ingested in the same time: a
+#: tiny trace takes ~0.25 s of CPU, ~1 s per MB of gzip, i.e. ~10 MB of JSON).
+FILE_COST_BYTES = 2_500_000
+
+
+def file_cost(path: str) -> int:
+    """The estimated cost of ingesting ``path``: its JSON bytes (a ``.gz`` counted as 10x
+    its size) plus :data:`FILE_COST_BYTES`, the fixed cost of a file."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    return (size * 10 if path.endswith(".gz") else size) + FILE_COST_BYTES
+
+
 def _chunks(paths: list[str], jobs: int, executor: Executor | None) -> list[tuple[str, ...]]:
-    """Files per task: all of them in one process; ~4 tasks per process in a pool (balance);
-    one per task on a cluster (a lost task fails one file)."""
+    """Files per task: all of them in one process; one per task on a cluster (a lost task
+    fails one file); in a pool of ``jobs`` processes, tasks of decreasing cost.
+
+    A pool runs its tasks in order, each on the next free process. The files are taken
+    from the costliest (:func:`file_cost`) down, and each task gets files until it holds
+    half of what is left per process (at least a twelfth of the whole per process, at
+    most :data:`MAX_FILES` files): the big files go first, the last tasks are small and
+    fill the processes' ends evenly, and a batch's tiny traces, taken last, share tasks
+    (and their grouped linkage, :mod:`tracewh.ingest.group`). Files of the same cost
+    keep their order.
+    """
     if executor is not None and not isinstance(executor, SerialExecutor):
         return [(p,) for p in paths]
     if jobs <= 1 or len(paths) <= 1:
         return [tuple(paths)] if paths else []
-    size = max(1, min(MAX_FILES, -(-len(paths) // (4 * jobs))))
-    return [tuple(paths[i:i + size]) for i in range(0, len(paths), size)]
+    costs = {p: file_cost(p) for p in paths}
+    order = sorted(paths, key=lambda p: -costs[p])  # stable: equal costs keep their order
+    left = sum(costs.values())
+    floor = left / (12 * jobs)
+    tasks: list[tuple[str, ...]] = []
+    task: list[str] = []
+    held = 0
+    for p in order:
+        if not task:
+            target = max(left / (2 * jobs), floor)
+        task.append(p)
+        held += costs[p]
+        left -= costs[p]
+        if held >= target or len(task) >= MAX_FILES:
+            tasks.append(tuple(task))
+            task, held = [], 0
+    if task:
+        tasks.append(tuple(task))
+    return tasks
 
 
 def build_executor(*, dask: str | None = None) -> Executor | None:

@@ -79,20 +79,64 @@ def release_memory() -> None:
         module.trim()
 
 
+def _writer_connection() -> Any:
+    return duckdb.connect(config={
+        "threads": 1, "memory_limit": WRITER_MEMORY, "preserve_insertion_order": True,
+    })
+
+
+#: A part of at most this many events gives the writer's connection back (:class:`KeptWriter`).
+KEEP_EVENTS = 20_000
+
+
+class KeptWriter:
+    """The staging writer's DuckDB connection, kept between the small parts one process
+    stages in turn (:class:`tracewh.ingest.shred.StageConnections` holds one).
+
+    Opening a DuckDB database and closing it costs ~20 ms of CPU, more than writing a
+    tiny trace's staged rows. A part's writer takes the kept connection; a part of at
+    most :data:`KEEP_EVENTS` events gives it back, a larger one (its buffers) or a
+    failed one closes it. Used by one part at a time (a connection moves between writer
+    threads, never shared).
+    """
+
+    def __init__(self) -> None:
+        self._con: Any = None
+
+    def take(self) -> Any:
+        con, self._con = self._con, None
+        return con if con is not None else _writer_connection()
+
+    def give(self, con: Any) -> None:
+        self.close()
+        self._con = con
+
+    def close(self) -> None:
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
+
+
 class _Writer:
     """Staged chunks -> ``<folder>/<table>/fast-<n>.parquet``, one chunk in flight.
 
     The extension hands each table's buffers over as an ``ArrowChunk`` (Arrow C
     stream interface, no copy) and DuckDB writes it (one thread, releasing the GIL
-    while the scanner fills the next chunk): no pyarrow in the process.
+    while the scanner fills the next chunk): no pyarrow in the process. Its DuckDB
+    connection comes from ``kept`` when given (and goes back to it after a part of one
+    chunk), else it is opened for this part.
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, kept: KeptWriter | None = None) -> None:
         self._folder = folder
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracewh-fast")
         self._pending: Future[None] | None = None
         self._seq = 0
         self._con: Any = None
+        self._kept = kept
+        self._failed = False
+        #: whether the part was small enough to give the connection back (set by the caller)
+        self.small = False
 
     def submit(self, tables: dict[str, Any]) -> None:
         if not tables:
@@ -103,9 +147,7 @@ class _Writer:
 
     def _write(self, tables: dict[str, Any], seq: int) -> None:
         if self._con is None:
-            self._con = duckdb.connect(config={
-                "threads": 1, "memory_limit": WRITER_MEMORY, "preserve_insertion_order": True,
-            })
+            self._con = _writer_connection() if self._kept is None else self._kept.take()
         for name in list(tables):
             out = self._folder / name / f"fast-{seq:06d}.parquet"
             rel = self._con.from_arrow(tables.pop(name))  # the chunk goes with the relation
@@ -120,10 +162,14 @@ class _Writer:
     def close(self) -> None:
         try:
             self.wait()
+        except BaseException:
+            self._failed = True
+            raise
         finally:
             self._shutdown()
 
     def abort(self) -> None:
+        self._failed = True
         with contextlib.suppress(Exception):  # the part failed already; folder discarded
             self.wait()
         self._shutdown()
@@ -132,7 +178,10 @@ class _Writer:
         self._pool.shutdown()
         if self._con is not None:
             con, self._con = self._con, None
-            con.close()
+            if self._kept is not None and not self._failed and self.small:
+                self._kept.give(con)  # a small part: for the next one
+            else:
+                con.close()
 
 
 def stage_events(
@@ -143,6 +192,7 @@ def stage_events(
     *,
     skip_python: bool,
     chunk_events: int,
+    kept: KeptWriter | None = None,
 ) -> tuple[int, int]:
     """Stage ``events`` into ``folder``; the unusual ones go to ``slow_path`` with their index.
 
@@ -151,7 +201,7 @@ def stage_events(
     shredder = module.Shredder(
         Decimal, frozenset(GPU_OP_CATEGORIES), PYTHON_CATEGORY, skip_python
     )
-    writer = _Writer(folder)
+    writer = _Writer(folder, kept)
     slow: list[tuple[int, Any]] = []
     try:
         while True:
@@ -164,6 +214,7 @@ def stage_events(
             if taken < _BATCH:
                 break
         writer.submit(shredder.take_arrow())
+        writer.small = shredder.index <= KEEP_EVENTS
         writer.close()
     except BaseException:
         writer.abort()
@@ -198,19 +249,22 @@ def scan_events(
     skip_python: bool,
     chunk_events: int,
     first_event: Callable[[], None] | None = None,
-) -> tuple[int, int, bool]:
+    kept: KeptWriter | None = None,
+) -> tuple[int, int, bool, int | None]:
     """Scan the document ``read()`` returns into ``folder``; the unusual elements go
     (parsed by ijson) to ``slow_path`` with their index.
 
     Returns (elements of traceEvents, ``python_function`` events skipped here,
-    whether the document is a bare array). Raises :class:`Fallback` when the document
+    whether the document is a bare array, the offset in the bytes ``read()`` returned
+    of the ``]`` closing ``traceEvents`` or None). Raises :class:`Fallback` when the document
     is to be staged again through ijson (``folder`` then holds partial output).
     ``first_event`` is called once, after the first call that saw an element.
+    ``kept``: the writer's connection kept between parts (:class:`KeptWriter`).
     """
     shredder = module.Shredder(
         Decimal, frozenset(GPU_OP_CATEGORIES), PYTHON_CATEGORY, skip_python
     )
-    writer = _Writer(folder)
+    writer = _Writer(folder, kept)
     raws: list[tuple[int, bytes]] = []
     try:
         while True:
@@ -228,8 +282,11 @@ def scan_events(
             if status == _DONE:
                 break
         writer.submit(shredder.take_arrow())
+        writer.small = shredder.index <= KEEP_EVENTS
         writer.close()
     except BaseException:
         writer.abort()
         raise
-    return int(shredder.index), int(shredder.skipped_python), bool(shredder.is_array)
+    end = getattr(shredder, "events_end", None)  # None from an extension built before it
+    return (int(shredder.index), int(shredder.skipped_python), bool(shredder.is_array),
+            None if end is None else int(end))

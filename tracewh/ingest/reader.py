@@ -225,6 +225,28 @@ def _parse_trailer(tail: bytes) -> tuple[dict[str, Any], int | None]:
     return {}, None
 
 
+def _trailer_at(tail: bytes, at: int) -> tuple[dict[str, Any], int] | None:
+    """The keys after the ``]`` at ``tail[at]`` (known to close ``traceEvents``) and the
+    bytes from it to the end, as :func:`_parse_trailer` finds them; None when ``at`` is
+    not such a ``]`` of the tail (the search then runs)."""
+    if not 0 <= at < len(tail) or tail[at : at + 1] != b"]":
+        return None
+    text = tail[at + 1 :].decode("utf-8", errors="replace")
+    pos = _WS.match(text).end()  # type: ignore[union-attr]
+    if pos >= len(text):
+        return None
+    if text[pos] == "}":
+        if text[pos + 1 :].strip():
+            return None
+        return {}, len(tail) - at
+    if text[pos] != ",":
+        return None
+    found = _members(text.rstrip(), pos + 1)
+    if found is None or "traceEvents" in found:
+        return None
+    return found, len(tail) - at
+
+
 def open_trace(
     path: Path, *, start_at: int | None = None, stop_at: int | None = None,
     string_cap: int = STRING_CAP,
@@ -308,12 +330,16 @@ def close_stream(stream: TraceStream, tee: Tee) -> None:
 
 
 def finish(
-    path: Path, tee: Tee, stream: TraceStream, n: int, *, is_array: bool, backend: Any = None
+    path: Path, tee: Tee, stream: TraceStream, n: int, *, is_array: bool, backend: Any = None,
+    events_end: int | None = None,
 ) -> None:
     """After the last event: the header and trailer keys into ``stream.metadata``.
 
     ``n`` is the number of events read, ``is_array`` whether the document is a bare
-    array. Raises :class:`NotKinetoTraceError` when the header has no ``traceEvents``.
+    array, ``events_end`` (from the direct scanner, for a whole document) the offset of
+    the ``]`` closing ``traceEvents``: the trailer is parsed from there, without the
+    search of :func:`_parse_trailer`. Raises :class:`NotKinetoTraceError` when the
+    header has no ``traceEvents``.
     """
     if is_array:
         return
@@ -340,7 +366,11 @@ def finish(
             raise TraceFormatError(path, f"traceEvents is not a list (found {kind})")
     trailer: dict[str, Any] = {}
     if n and tee.reached_eof:
-        trailer, size = _parse_trailer(tee.tail())
+        tail = tee.tail()
+        known = None
+        if events_end is not None and tee.start_at is None and tee.stop_at is None:
+            known = _trailer_at(tail, events_end - (tee.offset - len(tail)))
+        trailer, size = known if known is not None else _parse_trailer(tail)
         if size is not None:
             stream.trailer_offset = tee.offset - size
     stream.trailer_keys = list(trailer)

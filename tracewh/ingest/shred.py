@@ -114,11 +114,14 @@ class StageConnections:
     cost ~40 ms of CPU, more than staging a tiny trace's few unusual events. A part
     takes the kept connection (pointed at its own spill folder, its ``anom`` rows
     cleared); a part that ends well and is small gives it back; one that fails, or a
-    large one (its buffers), closes it. ``close`` closes the kept one.
+    large one (its buffers), closes it; the staging writer's connection is kept alike
+    (:attr:`writer`). ``close`` closes both.
     """
 
     def __init__(self) -> None:
         self._con: Any = None
+        #: the staging writer's connection, kept the same way (:class:`fast.KeptWriter`)
+        self.writer = fast.KeptWriter()
 
     def take(self, folder: Path, *, memory_limit: str) -> Any:
         con, self._con = self._con, None
@@ -141,13 +144,18 @@ class StageConnections:
         except duckdb.Error:
             con.close()
             return
-        self.close()
-        self._con = con
+        old, self._con = self._con, con
+        if old is not None:
+            old.close()
 
     def close(self) -> None:
+        """Close the kept connections."""
         con, self._con = self._con, None
-        if con is not None:
-            con.close()
+        try:
+            if con is not None:
+                con.close()
+        finally:
+            self.writer.close()
 
 
 def connect_stage(folder: Path, *, memory_limit: str) -> Any:
@@ -263,6 +271,7 @@ def _stage_part(
     connections: StageConnections | None,
 ) -> PartResult:
     anomalies: Counter[str] = Counter()
+    kept = None if connections is None else connections.writer
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
     for table in STAGING_TABLES:
         (folder / table).mkdir(exist_ok=True)
@@ -308,13 +317,14 @@ def _stage_part(
             )
         elif scan:
             try:
-                n, skipped, is_array = fast.scan_events(
+                n, skipped, is_array, events_end = fast.scan_events(
                     module, c_backend(), tee.read, folder, slow_path,
                     skip_python=skip_python, chunk_events=chunk_events, first_event=stop_head,
+                    kept=kept,
                 )
             finally:
                 close_stream(stream, tee)
-            finish(path, tee, stream, n, is_array=is_array)
+            finish(path, tee, stream, n, is_array=is_array, events_end=events_end)
             fast.release_memory()
             if deferred:
                 pure(deferred)
@@ -322,7 +332,7 @@ def _stage_part(
         else:
             n, skipped = fast.stage_events(
                 module, stream.events, folder, slow_path,
-                skip_python=skip_python, chunk_events=chunk_events,
+                skip_python=skip_python, chunk_events=chunk_events, kept=kept,
             )
         if module is not None and skipped:
             anomalies["skipped_python"] += skipped
