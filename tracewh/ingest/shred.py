@@ -310,6 +310,9 @@ def _stage_part(
 
     gc_was_enabled = gc.isenabled()
     gc.disable()  # events are acyclic; the collector only slows the parse down
+    # a small part's buffers are small: the allocators' trim (~2 ms a call, a walk of the
+    # whole heap) is for the parts whose buffers would sit under the linkage's budget
+    small = False
     try:
         if module is None:
             n = prepare_events(
@@ -325,7 +328,9 @@ def _stage_part(
             finally:
                 close_stream(stream, tee)
             finish(path, tee, stream, n, is_array=is_array, events_end=events_end)
-            fast.release_memory()
+            small = n <= REUSE_EVENTS
+            if not small:
+                fast.release_memory()
             if deferred:
                 pure(deferred)
                 deferred.clear()
@@ -345,7 +350,8 @@ def _stage_part(
             copy_schema_files(folder, con)
         else:  # every event went through the extension: no staging DuckDB at all
             copy_schema_files(folder)
-        if opened and connections is not None and n <= REUSE_EVENTS:
+        small = n <= REUSE_EVENTS
+        if opened and connections is not None and small:
             connections.give(opened.pop()[0])  # for the next small part
     except BaseException:
         if opened:
@@ -356,7 +362,8 @@ def _stage_part(
             gc.enable()
         if opened:
             opened[0][0].close()
-        fast.release_memory()
+        if not small:
+            fast.release_memory()
     return PartResult(
         part=part,
         db=str(folder),
