@@ -139,8 +139,12 @@ def rounds(named: dict[str, Callable[[], Sequence[str]]], n: int, *, tree: bool 
 
 
 def _base_cmd(args: Sequence[str]) -> list[str]:
-    """``tracewh ARGS`` of the --base checkout (its env: :func:`_base_env`)."""
-    return [PY, "-m", "tracewh", *args]
+    """``tracewh ARGS`` of the --base checkout (its env: :func:`_base_env`).
+
+    ``-P``: the commands run from this checkout, and ``python -m`` would put it first on
+    ``sys.path``, ahead of ``PYTHONPATH``: the base would run this checkout's code.
+    """
+    return [PY, "-P", "-m", "tracewh", *args]
 
 
 def _base_env() -> dict[str, str]:
