@@ -398,6 +398,10 @@ def test_the_writer_connection_is_kept_between_small_parts(
             a = stage_file(trace, alone, stager=stager_for(True))
             b = stage_file(trace, shared, stager=stager_for(True), connections=connections)
             kept.append(connections.writer._con)
+            staged_ev = Path(b.parts[0][0]) / "ev"
+            # a table with staged files gets no empty schema file beside them
+            names = sorted(f.name for f in staged_ev.glob("*.parquet"))
+            assert "fast-000000.parquet" in names and "schema.parquet" not in names
             assert (a.events, a.anomalies) == (b.events, b.anomalies)
             for table in STAGING_TABLES:
                 assert rows(Path(b.parts[0][0]), table) == rows(Path(a.parts[0][0]), table), (

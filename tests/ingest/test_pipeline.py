@@ -38,6 +38,8 @@ def test_a_slice_opens_only_the_files_that_overlap_it(tmp_path: Path) -> None:
     assert names(10, 11) == ["b.parquet", "c.parquet"]
     assert names(20, 25) == ["c.parquet"]
     assert names(26, 100) == ["schema.parquet"]  # nothing overlaps: the columns, no rows
+    (tmp_path / "schema.parquet").unlink()  # a folder of staged files only: one of them
+    assert names(26, 100) == ["a.parquet"]  # (the slice's bounds filter its rows out)
 
 
 def test_files_without_statistics_are_always_read(tmp_path: Path) -> None:

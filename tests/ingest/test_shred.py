@@ -50,7 +50,7 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> 
     con.execute((SQL_DIR / "ingest" / "00_stage_tables.sql").read_text("utf-8"))
     for table in STAGING_TABLES:
         files = sorted((part / table).glob("*.parquet"))
-        assert (part / table / "schema.parquet") in files
+        assert files  # its rows' files, or an empty schema.parquet: its columns either way
         expected = con.execute(f"DESCRIBE {table}").fetchall()
         for f in files:
             got = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(f)]).fetchall()

@@ -191,7 +191,11 @@ class FileRanges:
             span = self._range(path)
             if span is None or (span[0] < hi and span[1] >= lo):
                 keep.append(path)
-        return keep or [folder / "schema.parquet"]  # none: its columns, no rows
+        if keep:
+            return keep
+        # none: a file for its columns (the slice's bounds filter its rows out)
+        schema = folder / "schema.parquet"
+        return [schema if schema.exists() else min(folder.glob("*.parquet"))]
 
 
 def _int(value: Any) -> int | None:
