@@ -25,7 +25,7 @@ TEST_JOBS ?= auto
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml setup.py .ci/constraints-dev.txt tracewh/ingest/_fastshred.c tracewh/ingest/_fastscan.c tracewh/ingest/_fastscan.h tracewh/ingest/_fastarrow.c
+$(STAMP): pyproject.toml setup.py .ci/constraints-dev.txt tracewh/ingest/_fastshred.c tracewh/ingest/_fastscan.c tracewh/ingest/_fastscan.h tracewh/ingest/_fastarrow.c tracewh/ingest/_fastminhash.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c .ci/constraints-dev.txt -e '.[dev]'

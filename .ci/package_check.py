@@ -121,7 +121,8 @@ def check_contents(wheel: Path, sdist: Path) -> None:
         members = {m.name.removeprefix(top) for m in tf.getmembers()}
     must = {f"sql/{n}" for n in sql} | {"LICENSE", "setup.py", "pyproject.toml",
                                          "tracewh/ingest/_fastshred.c", "tracewh/ingest/_fastscan.c",
-                                         "tracewh/ingest/_fastscan.h", "tracewh/ingest/_fastarrow.c"}
+                                         "tracewh/ingest/_fastscan.h", "tracewh/ingest/_fastarrow.c",
+                                         "tracewh/ingest/_fastminhash.c"}
     if must - members:
         raise Failed(f"the sdist lacks {sorted(must - members)[:10]}")
     log(f"contents: wheel has tracewh/sql/ ({len(sql)} files, same bytes as sql/), py.typed, "

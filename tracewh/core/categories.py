@@ -44,3 +44,7 @@ MODULE_PREFIX = "nn.Module: "
 #: the one definition, re-exported as ``tracewh.schema.arrow.BASELINE_ANOMALIES``).
 #: ``truncated_strings`` is informational and not among them.
 BASELINE_ANOMALIES: tuple[str, ...] = ("duplicate_events", "correlation_reuse", "gpu_outside_cpu_window")
+
+#: Slots of a fingerprint's MinHash signature (``fingerprints.minhash``; computed at ingest by
+#: :mod:`tracewh.ingest.fingerprint`; re-exported as ``tracewh.schema.arrow.MINHASH_SLOTS``).
+MINHASH_SLOTS = 128

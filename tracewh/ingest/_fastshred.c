@@ -1057,6 +1057,7 @@ static PyObject *Shredder_get_fast(Shredder *self, void *Py_UNUSED(closure)) {
 }
 
 #include "_fastarrow.c"
+#include "_fastminhash.c"
 
 static PyMethodDef Shredder_methods[] = {
     {"shred", (PyCFunction)Shredder_shred, METH_VARARGS, shred_doc},
@@ -1132,6 +1133,9 @@ static PyMethodDef module_methods[] = {
      "columns() -> {table: [(column, kind)]}: the staging columns this module writes."},
     {"ns_of_text", ns_of_text, METH_O,
      "ns_of_text(text) -> int | None: exact ns of a decimal microseconds text (tests)."},
+    {"minhash", minhash, METH_VARARGS,
+     "minhash(tokens, slots) -> [int]: the fingerprints' MinHash signature of a run's "
+     "tokens (str): slot i the least md5_number_lower('<i>:' || token) >> 1; [] for none."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {

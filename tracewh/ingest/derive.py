@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracewh import __version__
 from tracewh.ingest.commit import copy_and_commit
+from tracewh.ingest.fingerprint import minhash_table
 from tracewh.ingest.link import (
     INGEST_SQL,
     OUT_TABLES,
@@ -131,6 +132,8 @@ def derive_and_commit(
     written: dict[str, int] = {}
     ranges = FileRanges(con)
     for table, sql_file in OUT_TABLES:
+        if table == "fingerprints":
+            run(lambda: minhash_table(con))
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
         slices = run(lambda: gpu_slices(con)) if table == "gpu_ops" else None
         on_slice = (

@@ -31,6 +31,7 @@ import duckdb
 from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.commit import copy_runs
 from tracewh.ingest.derive import run_row, write_alone
+from tracewh.ingest.fingerprint import minhash_table
 from tracewh.ingest.link import (
     INGEST_SQL,
     OUT_TABLES,
@@ -185,6 +186,8 @@ class TinyGroup:
             runs = {m.job.ingest_id: (plans[k].day, m.job.run_id) for k, m in enumerate(members)}
             written: dict[str, dict[str, int]] = {m.job.ingest_id: {} for m in members}
             for table, sql_file in OUT_TABLES:
+                if table == "fingerprints":
+                    minhash_table(con)
                 query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
                 params = {"slice_lo": 0, "slice_hi": I64_MAX} if "$slice_lo" in query else {}
                 counts = copy_runs(self.store, con, table, query, params, runs, work, self.batch)

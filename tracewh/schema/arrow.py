@@ -24,6 +24,7 @@ import pyarrow as pa
 from tracewh.core.categories import BASELINE_ANOMALIES as BASELINE_ANOMALIES
 from tracewh.core.categories import GPU_OP_CATEGORIES as GPU_OP_CATEGORIES
 from tracewh.core.categories import LAUNCH_FLOW_CATEGORIES as LAUNCH_FLOW_CATEGORIES
+from tracewh.core.categories import MINHASH_SLOTS as MINHASH_SLOTS
 from tracewh.core.categories import MODULE_PREFIX as MODULE_PREFIX
 from tracewh.core.categories import PYTHON_CATEGORY as PYTHON_CATEGORY
 from tracewh.core.categories import RUNTIME_CATEGORIES as RUNTIME_CATEGORIES
@@ -138,8 +139,6 @@ RUN_SERIES = pa.schema(
     ]
 )
 
-#: Slots of a fingerprint's MinHash signature.
-MINHASH_SLOTS = 128
 
 INGEST_LOG = pa.schema(
     [
