@@ -389,6 +389,10 @@ def main(argv: list[str] | None = None) -> None:
               "no HTA side-by-side")
     only = set(ns.only.split(","))
     BASE[0] = ns.base
+    if ns.base and not (Path(ns.base) / "tracewh" / "sql").exists():
+        # tracewh.sql is the repository's sql/, mapped by this checkout's editable install
+        print(f"note: {ns.base}/tracewh/sql does not exist: the base reads this checkout's SQL "
+              f"files (ln -s ../sql {ns.base}/tracewh/sql gives it its own)")
     r = ns.rounds
     try:
         if "small" in only:
