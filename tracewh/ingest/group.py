@@ -218,16 +218,30 @@ class TinyGroup:
 
 
 def _stage_tables(con: Any, members: list[Member], offsets: list[int]) -> None:
-    """``s_*`` tables of every member's staged rows: ``file_no`` = its position, indices offset."""
+    """``s_*`` tables of every member's staged rows: ``file_no`` = its position, indices offset.
+
+    A member whose table holds only its empty ``schema.parquet`` adds no rows and is not
+    read (each file opened costs ~1 ms; a tiny trace leaves several tables empty); a table
+    empty in every member reads one of those files, for its columns.
+    """
     for name in STAGING_TABLES:
         # s_ev: every `ph: X` row but python_function, the GPU ops' (gev) included
         tables = ("ev", "gev") if name == "ev" else (name,)
         selects = []
+        empty: Path | None = None
         for k, m in enumerate(members):
             folder = Path(m.staged.parts[0][0])
-            rel = parquet_files([p for t in tables for p in (folder / t).glob("*.parquet")])
+            files = [p for t in tables for p in (folder / t).glob("*.parquet")]
+            rows = [p for p in files if p.name != "schema.parquet"]
+            if not rows:
+                empty = empty or (files[0] if files else None)
+                continue
+            rel = parquet_files(rows)
             shift = "" if name == "thr" else f" REPLACE (event_index + {int(offsets[k])} AS event_index)"
             selects.append(f"SELECT *{shift}, CAST({k} AS INTEGER) AS file_no FROM {rel}")
+        if not selects:  # no member has rows: the columns, from an empty file
+            assert empty is not None, name
+            selects.append(f"SELECT *, CAST(0 AS INTEGER) AS file_no FROM {parquet_files([empty])}")
         con.execute(f"CREATE TEMP TABLE s_{name} AS {' UNION ALL '.join(selects)}")
 
 
