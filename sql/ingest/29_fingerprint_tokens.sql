@@ -11,7 +11,7 @@ WITH has_gpu AS (  -- as in 29_out_fingerprints.sql
     GROUP BY f.file_no
 )
 SELECT DISTINCT file_no, 'k:' || tw_kernel_key_base(name) AS token
-FROM s_gev WHERE name IS NOT NULL
+FROM (SELECT DISTINCT file_no, name FROM s_gev WHERE name IS NOT NULL)  -- the regexes once a name
 UNION
 SELECT DISTINCT file_no, 'o:' || name || ':' || coalesce(input_dims, '')
 FROM t_op WHERE name IS NOT NULL
