@@ -85,7 +85,8 @@ def _writer_connection() -> Any:
     })
 
 
-#: A part of at most this many events gives the writer's connection back (:class:`KeptWriter`).
+#: A part of at most this many events gives its kept connections back: the writer's
+#: (:class:`KeptWriter`) and the staging one (``tracewh.ingest.shred.REUSE_EVENTS``).
 KEEP_EVENTS = 20_000
 
 

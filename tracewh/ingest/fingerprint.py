@@ -16,8 +16,8 @@ from collections import defaultdict
 from typing import Any
 
 from tracewh.core.categories import MINHASH_SLOTS
-from tracewh.core.sqlfiles import SQL_DIR
 from tracewh.ingest import fast
+from tracewh.ingest.chunks import INGEST_SQL
 
 
 def signature(tokens: list[str]) -> list[int]:
@@ -44,7 +44,7 @@ def signature_hashlib(tokens: list[str]) -> list[int]:
 def minhash_table(con: Any) -> None:
     """``t_minhash`` (file_no, tokens, minhash) of the traces of ``t_files`` that have tokens,
     for ``29_out_fingerprints.sql``."""
-    query = (SQL_DIR / "ingest" / "29_fingerprint_tokens.sql").read_text(encoding="utf-8")
+    query = (INGEST_SQL / "29_fingerprint_tokens.sql").read_text(encoding="utf-8")
     by_file: dict[int, list[str]] = defaultdict(list)
     for file_no, token in con.execute(query).fetchall():
         by_file[int(file_no)].append(str(token))

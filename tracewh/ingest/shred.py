@@ -107,7 +107,7 @@ def copy_schema_files(folder: Path, con: Any = None) -> None:
 
 
 #: A part of at most this many events gives its staging connection back for the next one.
-REUSE_EVENTS = 20_000
+REUSE_EVENTS = fast.KEEP_EVENTS  # the one threshold of both kept connections
 
 
 class StageConnections:
