@@ -55,7 +55,7 @@ def test_the_compiled_columns_are_the_staging_columns() -> None:
     for table, columns in module.columns().items():
         expected = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
         assert [(name, _KIND_TYPES[kind]) for name, kind in columns] == expected, table
-    assert set(module.columns()) == {"ev", "gev", "py", "gpu", "flow", "inst"}
+    assert set(module.columns()) == {"ev", "gev", "py", "gpu", "flow", "inst", "thr"}
 
 
 @pytest.mark.parametrize(

@@ -118,10 +118,51 @@ ODD_EVENTS = [
     '{"ph": "s", "cat": "ac2g", "name": "", "id": 9, "pid": 1, "tid": 2, "ts": 5,'
     ' "bp": "e", "args": {"x": [1, {"y": null, "z": true, "w": false}]}}',
     '{"ph": "f", "id": 9, "pid": 1, "tid": 2, "ts": 8}',
-    # handed back: other phases, other types, not an object
+    # metadata (thr rows): args "name", else "labels"; "sort_index"; no ts needed
     '{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}',
-    '{"ph": "C", "name": "c", "pid": 1, "ts": 1, "args": {"v": 3}}',
+    '{"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "ts": 3,'
+    ' "args": {"name": "thread 7 (caf\\u00e9 \\"q\\")"}}',
+    '{"ph": "M", "name": "process_labels", "pid": 2, "tid": 0, "args": {"labels": "GPU 0"}}',
+    '{"ph": "M", "name": "process_sort_index", "pid": 2, "args": {"sort_index": -5}}',
+    '{"ph": "M", "name": "thread_sort_index", "pid": 2, "tid": 3, "ts": 1.5,'
+    ' "args": {"sort_index": 9223372036854775807, "name": 12}}',
+    '{"ph": "M", "name": "odd", "pid": 2, "args": {"name": null, "labels": "x"}}',
+    '{"ph": "M", "name": "odd", "pid": 2, "args": {"labels": -0, "sort_index": null}}',
+    '{"ph": "M", "name": "odd", "pid": 2, "args": {"name": "", "sort_index": 1, "z": [1]}}',
+    '{"ph": "M", "name": "odd", "args": {}}',
+    '{"ph": "M", "name": "odd", "pid": null, "tid": null, "args": null}',
+    '{"ph": "M", "pid": 4, "tid": 4, "ts": null}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"name": 1.5}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"name": true}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"labels": ["a"]}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"labels": {"a": 1}}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"name": 9223372036854775808}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"sort_index": "5"}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"sort_index": 2.0}}',
+    '{"ph": "M", "name": "odd", "pid": 4, "args": {"name": "a", "name": "b"}}',
+    '{"ph": "M", "name": "odd", "pid": "Spans", "tid": 1, "args": {"name": "s"}}',
+    '{"ph": "M", "name": "odd", "pid": 1, "ts": "5", "args": {"name": "s"}}',
+    '{"ph": "M", "name": 5, "pid": 1, "args": {"name": "s"}}',
+    '{"ph": "M", "name": "odd", "pid": 1, "args": "s"}',
+    # string and uint64 ids (rows._Ids): hashed or wrapped, their text the label
+    '{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",'
+    ' "tid": "PyTorch Profiler", "ts": 5, "dur": 9, "args": {"Op count": 0}}',
+    '{"ph": "i", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces",'
+    ' "tid": "Trace PyTorch Profiler", "ts": 5, "s": "g"}',
+    '{"ph": "M", "name": "process_sort_index", "pid": "Spans", "tid": 0, "ts": 5,'
+    ' "args": {"sort_index": 536870912}}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 18446744073709551615,'
+    ' "ts": 6, "dur": 1, "args": {"correlation": 2}}',
+    '{"ph": "X", "cat": "kernel", "name": "k", "pid": 9223372036854775808, "tid": "",'
+    ' "ts": 6, "dur": 1}',
+    '{"ph": "s", "cat": "ac2g", "name": "", "id": 9, "pid": "caf\\u00e9 q", "tid": "x\\ny",'
+    ' "ts": 5}',
     '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": "p", "tid": 1, "ts": 5}',
+    '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": " 7 ", "tid": 1, "ts": 5}',
+    '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": "stream 7", "tid": "-3", "ts": 5}',
+    '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 18446744073709551616, "tid": 1, "ts": 5}',
+    # handed back: other phases, other types, not an object
+    '{"ph": "C", "name": "c", "pid": 1, "ts": 1, "args": {"v": 3}}',
     '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": true, "tid": 1, "ts": 5}',
     '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1.0, "tid": 1, "ts": 5}',
     '{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": "5"}',

@@ -36,7 +36,7 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> 
     """Each table's chunk files carry exactly the columns and types of 00_stage_tables.sql.
 
     ``native``: the compiled path (tracewh.ingest.fast) stages the ordinary events, the
-    pure path the rest (here: metadata events); without it, the pure path stages all.
+    metadata events included (the scanner); without it, the pure path stages all.
     """
     if native and fast.native() is None:
         pytest.skip("the C extension tracewh.ingest._fastshred is not built")
@@ -57,7 +57,8 @@ def test_staged_files_have_the_staging_columns(tmp_path: Path, native: bool) -> 
             assert [(r[0], r[1]) for r in got] == [(r[0], r[1]) for r in expected], (table, f.name)
     if native:
         assert len(list((part / "ev").glob("fast-*.parquet"))) >= 1
-        assert list((part / "thr").glob("chunk-*.parquet"))  # metadata: the pure path
+        assert list((part / "thr").glob("fast-*.parquet"))  # metadata: the scanner's
+        assert not list((part / "thr").glob("chunk-*.parquet"))
     else:
         assert len(list((part / "ev").glob("chunk-*.parquet"))) > 1
     assert not list(part.glob("chunk-*.json"))  # chunk files are removed once routed

@@ -396,6 +396,61 @@ static inline int tok_opt_i64(const Tok *t, int64_t *out, int *ok) {
     return tok_i64(t, out);
 }
 
+/* zlib's CRC-32 (the pure path hashes a string id with zlib.crc32). */
+static uint32_t CRC_TABLE[256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        CRC_TABLE[n] = c;
+    }
+}
+
+static uint32_t crc32_of(const char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) c = CRC_TABLE[(c ^ (unsigned char)p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* A pid or tid as rows._Ids types it: an int64 as it is; an int in [2**63, 2**64) (ROCm
+ * queue handles) wrapped to int64, its digits the label; a string without ASCII digits
+ * hashed to -(crc32(UTF-8) + 1), the string the label (a string with a digit may be a
+ * number in quotes: the pure path decides). Null or absent: *ok 0. 1 ok, 0 the pure
+ * path (bools, floats, other ints: anomalies), -1 error. */
+static int tok_id(const Tok *t, Buf *dec, int64_t *out, int *ok, const char **label,
+                  Py_ssize_t *label_len) {
+    *label = NULL;
+    *label_len = 0;
+    if (t->type == J_NONE || t->type == J_NULL) { *ok = 0; return 1; }
+    *ok = 1;
+    if (t->type == J_INT) {
+        if (tok_i64(t, out)) return 1;
+        if (t->p[0] == '-' || t->len > 20) return 0;
+        uint64_t acc = 0;
+        for (size_t i = 0; i < t->len; i++) {
+            unsigned d = (unsigned)(t->p[i] - '0');
+            if (acc > (UINT64_MAX - d) / 10) return 0;  /* beyond uint64: id_out_of_range */
+            acc = acc * 10 + d;
+        }
+        *out = (int64_t)(acc - ((uint64_t)1 << 63)) + INT64_MIN;  /* acc - 2**64 */
+        *label = (const char *)t->p;
+        *label_len = (Py_ssize_t)t->len;
+        return 1;
+    }
+    if (t->type != J_STR) return 0;
+    const char *s;
+    Py_ssize_t len;
+    int r = tok_str(t, dec, &s, &len);
+    if (r <= 0) return r;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (s[i] >= '0' && s[i] <= '9') return 0;
+    *out = -(int64_t)crc32_of(s, (size_t)len) - 1;
+    *label = s;
+    *label_len = len;
+    return 1;
+}
+
 /* ts/dur as exact ns (as as_ns does): 1 ok, 0 not. */
 static int tok_ns(const Tok *t, int64_t *out) {
     if (t->type == J_INT) {
@@ -591,14 +646,15 @@ static int emit_at(Shredder *self, const unsigned char *s, size_t i, size_t n, i
 enum {
     A_CORR, A_EXT, A_EXTL, A_STREAM, A_DEVICE, A_PYID, A_PYPARENT, A_GRID, A_BLOCK, A_REGS,
     A_SHMEM, A_BLOCKS_SM, A_WARPS_SM, A_OCC, A_BYTES, A_BW, A_CONTEXT, A_GRAPH, A_GRAPH_NODE,
-    A_MBYTES, A_MTALLOC, A_MTRES, A_MDEVT, A_MDEVID, A_MADDR, A_N
+    A_MBYTES, A_MTALLOC, A_MTRES, A_MDEVT, A_MDEVID, A_MADDR, A_MNAME, A_MLABELS, A_MSORT, A_N
 };
 static const char *A_NAMES[A_N] = {
     "correlation", "External id", "external id", "stream", "device", "Python id",
     "Python parent id", "grid", "block", "registers per thread", "shared memory",
     "blocks per SM", "warps per SM", "est. achieved occupancy %", "bytes",
     "memory bandwidth (GB/s)", "context", "graph id", "graph node id", "Bytes",
-    "Total Allocated", "Total Reserved", "Device Type", "Device Id", "Addr"};
+    "Total Allocated", "Total Reserved", "Device Type", "Device Id", "Addr", "name", "labels",
+    "sort_index"};
 static size_t A_LENS[A_N];
 
 static int arg_id(const unsigned char *k, size_t len) {
@@ -694,6 +750,52 @@ static int field_id(const unsigned char *k, size_t len) {
     }
 }
 
+/* A metadata event (ph M) as sql/ingest/02_shred.sql's `thr` statement stages it: kind
+ * its name; value its args' "name" if that key is there, else their "labels" (a string
+ * as it is, an int as its digits, null or absent NULL; any other type: the pure path);
+ * sort_index an int "sort_index" (absent or null: NULL; another type: the pure path).
+ * Its ts needs no value (the pure path counts no missing_ts for ph M) but one that is
+ * there must convert. 1 staged, 0 for the pure path, -1 error. */
+static int scan_meta(Shredder *self, const Tok *f, const Head *h) {
+    Scan *sc = &self->scan;
+    int64_t ts;
+    if (f[F_TS_].type != J_NONE && f[F_TS_].type != J_NULL && !tok_ns(&f[F_TS_], &ts)) return 0;
+    const Tok *args = &f[F_ARGS_];
+    Tok a[A_N];
+    memset(a, 0, sizeof a);
+    int left = 0, r;
+    if (args->type == J_OBJ) {
+        if ((r = scan_args(self, args, M_OTHER, 0, a, &left)) <= 0) return r;
+    } else if (args->type != J_NONE && args->type != J_NULL) {
+        return 0;  /* mistyped_args */
+    }
+    const Tok *v = a[A_MNAME].type != J_NONE ? &a[A_MNAME] : &a[A_MLABELS];
+    const char *value = NULL;
+    Py_ssize_t value_len = 0;
+    int value_ok = 0;
+    char text[24];
+    if (v->type == J_STR) {
+        if ((r = tok_str(v, &sc->dec_other, &value, &value_len)) <= 0) return r;
+        value_ok = 1;
+    } else if (v->type == J_INT) {
+        int64_t x;
+        if (!tok_i64(v, &x)) return 0;
+        char *p = text + sizeof text;
+        uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+        do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+        if (x < 0) *--p = '-';
+        value = p;
+        value_len = (Py_ssize_t)(text + sizeof text - p);
+        value_ok = 1;
+    } else if (v->type != J_NONE && v->type != J_NULL) {
+        return 0;
+    }
+    int64_t sort = 0;
+    int sort_ok = 0;
+    if (!tok_opt_i64(&a[A_MSORT], &sort, &sort_ok)) return 0;
+    return append_meta(self, h, value, value_len, value_ok, sort, sort_ok);
+}
+
 /* Stage the element s[0, n) (valid, complete) if it is an ordinary event: 1 staged,
  * 2 skipped python, 0 for the pure path, -1 error. */
 static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t index) {
@@ -722,7 +824,8 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
     if (tok_str(&f[F_PH_], &sc->dec_ph, &ph, &ph_len) < 0) return -1;
     if (ph_len != 1) return 0;
     char phc = ph[0];
-    if (phc != 'X' && phc != 's' && phc != 't' && phc != 'f' && phc != 'i' && phc != 'I')
+    if (phc != 'X' && phc != 's' && phc != 't' && phc != 'f' && phc != 'i' && phc != 'I' &&
+        phc != 'M')
         return 0;
     const char *cat, *name;
     Py_ssize_t cat_len, name_len;
@@ -731,9 +834,17 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
     if ((r = tok_str(&f[F_NAME_], &sc->dec_name, &name, &name_len)) <= 0) return r;
     int64_t pid = 0, tid = 0, ts = 0;
     int pid_ok, tid_ok;
-    if (!tok_opt_i64(&f[F_PID_], &pid, &pid_ok)) return 0;
-    if (!tok_opt_i64(&f[F_TID_], &tid, &tid_ok)) return 0;
+    const char *pid_label, *tid_label;
+    Py_ssize_t pid_label_len, tid_label_len;
+    if ((r = tok_id(&f[F_PID_], &sc->dec_pid, &pid, &pid_ok, &pid_label, &pid_label_len)) <= 0)
+        return r;
+    if ((r = tok_id(&f[F_TID_], &sc->dec_tid, &tid, &tid_ok, &tid_label, &tid_label_len)) <= 0)
+        return r;
+    Head h = {index, phc, cat, name, cat_len, name_len, pid, tid, 0, pid_ok, tid_ok,
+              pid_label, tid_label, pid_label_len, tid_label_len};
+    if (phc == 'M') return scan_meta(self, f, &h);
     if (!tok_ns(&f[F_TS_], &ts)) return 0;  /* missing, null or not exact: missing_ts etc. */
+    h.ts = ts;
     const Tok *args = &f[F_ARGS_];
     if (args->type == J_NULL) args = NULL;
     else if (args->type == J_NONE) args = NULL;
@@ -753,7 +864,6 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
             for (int k = 0; k < 6; k++)
                 if (!tok_opt_i64(&a[A_MBYTES + k], &v[k], &ok[k])) return 0;
         }
-        Head h = {index, phc, cat, name, cat_len, name_len, pid, tid, ts, pid_ok, tid_ok};
         return append_instant(self, &h, scope, scope_len, v, ok, left > 0);
     }
     if (phc != 'X') {  /* a flow event */
@@ -764,7 +874,6 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
         Py_ssize_t bp_len;
         if ((r = tok_str(&f[F_BP_], &sc->dec_other, &bp, &bp_len)) <= 0) return r;
         if (args && (r = scan_args(self, args, M_OTHER, 0, a, &left)) <= 0) return r;
-        Head h = {index, phc, cat, name, cat_len, name_len, pid, tid, ts, pid_ok, tid_ok};
         return append_flow(self, &h, fid, bp, bp_len, left > 0);
     }
 
@@ -829,7 +938,8 @@ static int scan_event(Shredder *self, const unsigned char *s, size_t n, int64_t 
     }
 
     EventRow row = {index, pid, tid, ts, dur, pid_ok, tid_ok, dur_ok, args_ok, gpu_row, is_gpu,
-                    is_python, cat, name, cat_len, name_len, ids, ids_ok, &g};
+                    is_python, cat, name, cat_len, name_len, ids, ids_ok, &g,
+                    pid_label, tid_label, pid_label_len, tid_label_len};
     return append_event(self, &row);
 }
 
@@ -1001,6 +1111,7 @@ static int scan_init(Shredder *self) {
     Scan *sc = &self->scan;
     for (int a = 0; a < A_N; a++) A_LENS[a] = strlen(A_NAMES[a]);
     str_stop_init();
+    crc_init();
     Py_ssize_t len;
     const char *py = PyUnicode_AsUTF8AndSize(self->python_cat, &len);
     if (!py) return -1;
@@ -1032,7 +1143,7 @@ static void scan_free(Shredder *self) {
     Scan *sc = &self->scan;
     buf_free(&sc->in); buf_free(&sc->stack); buf_free(&sc->keys);
     buf_free(&sc->dec_cat); buf_free(&sc->dec_name); buf_free(&sc->dec_other);
-    buf_free(&sc->dec_ph); buf_free(&sc->tmp);
+    buf_free(&sc->dec_ph); buf_free(&sc->dec_pid); buf_free(&sc->dec_tid); buf_free(&sc->tmp);
     if (sc->gpu)
         for (Py_ssize_t g = 0; g < sc->ngpu; g++) PyMem_RawFree(sc->gpu[g]);
     PyMem_RawFree(sc->gpu);

@@ -20,7 +20,7 @@ typedef struct {
     long long events_end;
     Buf stack;       /* containers open in skip_value */
     Buf keys;        /* (offset, length) of the keys of the objects being written */
-    Buf dec_cat, dec_name, dec_other, dec_ph, tmp;  /* decoded strings with escapes */
+    Buf dec_cat, dec_name, dec_other, dec_ph, dec_pid, dec_tid, tmp;  /* decoded strings */
     char **gpu;      /* the GPU op categories, UTF-8 */
     Py_ssize_t *gpu_len;
     Py_ssize_t ngpu;

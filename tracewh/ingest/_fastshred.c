@@ -166,21 +166,28 @@ static const int I_KINDS[I_NCOLS] = {
     K_I64, K_STR, K_STR, K_STR, K_I64, K_I64, K_STR, K_STR, K_I64, K_STR,
     K_I64, K_I64, K_I64, K_I64, K_I64, K_I64, K_STR};
 
+/* thr: one row per metadata event (ph M); no event_index (its rows are DISTINCT-ed) */
+enum { TH_PID, TH_TID, TH_PID_LABEL, TH_TID_LABEL, TH_KIND, TH_VALUE, TH_SORT, TH_NCOLS };
+static const char *TH_NAMES[TH_NCOLS] = {
+    "pid", "tid", "pid_label", "tid_label", "kind", "value", "sort_index"};
+static const int TH_KINDS[TH_NCOLS] = {K_I64, K_I64, K_STR, K_STR, K_STR, K_STR, K_I64};
+
 /* ev: `ph: X` rows but GPU ops and python_function; gev: GPU ops' base rows (so a
-   gpu_ops output slice reads only those); py: python_function rows */
-enum { T_EV, T_GEV, T_PY, T_GPU, T_FLOW, T_INST, T_N };
-static const char *T_NAMES[T_N] = {"ev", "gev", "py", "gpu", "flow", "inst"};
+   gpu_ops output slice reads only those); py: python_function rows; thr: the scanner's
+   metadata rows (the shredder of ijson's dicts hands ph M to the pure path) */
+enum { T_EV, T_GEV, T_PY, T_GPU, T_FLOW, T_INST, T_THR, T_N };
+static const char *T_NAMES[T_N] = {"ev", "gev", "py", "gpu", "flow", "inst", "thr"};
 static const int T_NCOLS[T_N] = {EV_NCOLS - 2, EV_NCOLS - 2, EV_NCOLS, G_NCOLS, F_NCOLS,
-                                 I_NCOLS};
+                                 I_NCOLS, TH_NCOLS};
 
 static const char *col_name(int t, int c) {
     return t == T_GPU ? G_NAMES[c] : t == T_FLOW ? F_NAMES[c] : t == T_INST ? I_NAMES[c]
-                                                                           : EV_NAMES[c];
+         : t == T_THR ? TH_NAMES[c] : EV_NAMES[c];
 }
 
 static int col_kind(int t, int c) {
     return t == T_GPU ? G_KINDS[c] : t == T_FLOW ? F_KINDS[c] : t == T_INST ? I_KINDS[c]
-                                                                           : EV_KINDS[c];
+         : t == T_THR ? TH_KINDS[c] : EV_KINDS[c];
 }
 
 typedef struct {
@@ -658,6 +665,8 @@ typedef struct {
     const int64_t *ids;  /* correlation, external id, stream, device, python id, parent */
     const int *ids_ok;
     const GpuArgs *g;    /* read when gpu_row */
+    const char *pid_label, *tid_label;  /* a string or uint64 id's text (NULL: none) */
+    Py_ssize_t pid_label_len, tid_label_len;
 } EventRow;
 
 /* Append the row of an event to events / gpu_events / python (by its kind), and its
@@ -672,7 +681,8 @@ static int append_event(Shredder *self, const EventRow *e) {
         col_str(&c[EV_CAT], e->cat, e->cat_len, e->cat != NULL) ||
         col_str(&c[EV_NAME], e->name, e->name_len, 1) ||
         col_i64(&c[EV_PID], e->pid, e->pid_ok) || col_i64(&c[EV_TID], e->tid, e->tid_ok) ||
-        col_str(&c[EV_PID_LABEL], NULL, 0, 0) || col_str(&c[EV_TID_LABEL], NULL, 0, 0) ||
+        col_str(&c[EV_PID_LABEL], e->pid_label, e->pid_label_len, e->pid_label != NULL) ||
+        col_str(&c[EV_TID_LABEL], e->tid_label, e->tid_label_len, e->tid_label != NULL) ||
         col_i64(&c[EV_TS], e->ts, 1) || col_i64(&c[EV_DUR], e->dur, e->dur_ok) ||
         col_i64(&c[EV_CORR], e->ids[0], e->ids_ok[0]) || col_i64(&c[EV_EXT], e->ids[1], e->ids_ok[1]) ||
         col_i64(&c[EV_STREAM], stream, stream_ok) ||
@@ -703,6 +713,8 @@ typedef struct {
     Py_ssize_t cat_len, name_len;
     int64_t pid, tid, ts;
     int pid_ok, tid_ok;
+    const char *pid_label, *tid_label;  /* a string or uint64 id's text (NULL: none) */
+    Py_ssize_t pid_label_len, tid_label_len;
 } Head;
 
 /* Append an instant event's row (ph i/I): its six typed memory args ``v``/``ok`` and, when
@@ -714,7 +726,8 @@ static int append_instant(Shredder *self, const Head *h, const char *scope, Py_s
         col_str(&c[I_CAT], h->cat, h->cat_len, h->cat != NULL) ||
         col_str(&c[I_NAME], h->name, h->name_len, h->name != NULL) ||
         col_i64(&c[I_PID], h->pid, h->pid_ok) || col_i64(&c[I_TID], h->tid, h->tid_ok) ||
-        col_str(&c[I_PID_LABEL], NULL, 0, 0) || col_str(&c[I_TID_LABEL], NULL, 0, 0) ||
+        col_str(&c[I_PID_LABEL], h->pid_label, h->pid_label_len, h->pid_label != NULL) ||
+        col_str(&c[I_TID_LABEL], h->tid_label, h->tid_label_len, h->tid_label != NULL) ||
         col_i64(&c[I_TS], h->ts, 1) || col_str(&c[I_SCOPE], scope, scope_len, scope != NULL))
         return -1;
     for (int k = 0; k < 6; k++)
@@ -736,6 +749,20 @@ static int append_flow(Shredder *self, const Head *h, int64_t fid, const char *b
         col_i64(&c[F_TID], h->tid, h->tid_ok) || col_i64(&c[F_TS], h->ts, 1) ||
         col_str(&c[F_BP], bp, bp_len, bp != NULL) ||
         col_str(&c[F_ARGS], self->scratch.p, (Py_ssize_t)self->scratch.len, has_args))
+        return -1;
+    return 1;
+}
+
+/* Append a metadata event's row (ph M): its name (h->name) as kind, the value of its args' "name"
+ * (else "labels") and its "sort_index". Returns 1, or -1 on a memory error. */
+static int append_meta(Shredder *self, const Head *h, const char *value, Py_ssize_t value_len,
+                       int value_ok, int64_t sort, int sort_ok) {
+    Col *c = self->tables[T_THR].cols;
+    if (col_i64(&c[TH_PID], h->pid, h->pid_ok) || col_i64(&c[TH_TID], h->tid, h->tid_ok) ||
+        col_str(&c[TH_PID_LABEL], h->pid_label, h->pid_label_len, h->pid_label != NULL) ||
+        col_str(&c[TH_TID_LABEL], h->tid_label, h->tid_label_len, h->tid_label != NULL) ||
+        col_str(&c[TH_KIND], h->name, h->name_len, h->name != NULL) ||
+        col_str(&c[TH_VALUE], value, value_len, value_ok) || col_i64(&c[TH_SORT], sort, sort_ok))
         return -1;
     return 1;
 }
