@@ -78,6 +78,13 @@ class OneFile:
         return write_alone(self.store, self.options, self.commit, job, staged, staging, labels, check)
 
 
+def empty_outputs(con: Any) -> frozenset[str]:
+    """The output tables ``con``'s runs certainly have no rows of (``35_empty_outputs.sql``:
+    their driving relation is empty): their ``COPY`` is skipped, as it would write no file."""
+    sql = (INGEST_SQL / "35_empty_outputs.sql").read_text(encoding="utf-8")
+    return frozenset(str(r[0]) for r in con.execute(sql).fetchall())
+
+
 def write_alone(store: Store, options: IngestOptions, commit: Committer, job: FileJob,
                 staged: Staged, staging: Path, labels: dict[str, str],
                 check: Callable[[], None]) -> FileResult:
@@ -131,7 +138,11 @@ def derive_and_commit(
     set_files(con, [(0, run_id, ingest_id, plan.day, plan.base_ns, lo, hi, 0)])
     written: dict[str, int] = {}
     ranges = FileRanges(con)
+    empty = run(lambda: empty_outputs(con))
     for table, sql_file in OUT_TABLES:
+        if table in empty:
+            written[table] = 0
+            continue
         if table == "fingerprints":
             run(lambda: minhash_table(con))
         query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")

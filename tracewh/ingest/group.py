@@ -30,7 +30,7 @@ import duckdb
 
 from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.commit import copy_runs
-from tracewh.ingest.derive import run_row, write_alone
+from tracewh.ingest.derive import empty_outputs, run_row, write_alone
 from tracewh.ingest.fingerprint import minhash_table
 from tracewh.ingest.link import (
     INGEST_SQL,
@@ -185,7 +185,12 @@ class TinyGroup:
             ])
             runs = {m.job.ingest_id: (plans[k].day, m.job.run_id) for k, m in enumerate(members)}
             written: dict[str, dict[str, int]] = {m.job.ingest_id: {} for m in members}
+            empty = empty_outputs(con)
             for table, sql_file in OUT_TABLES:
+                if table in empty:
+                    for ingest_id in written:
+                        written[ingest_id][table] = 0
+                    continue
                 if table == "fingerprints":
                     minhash_table(con)
                 query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
