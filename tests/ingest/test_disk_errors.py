@@ -162,11 +162,14 @@ def set_limit():
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 if where == "delta":  # staging is fine; the limit hits the table writer (DuckDB COPY + delta-rs)
     import tracewh.ingest.derive as derive
-    real = derive.copy_and_commit
-    def write(*a, **k):
-        set_limit()
-        return real(*a, **k)
-    derive.copy_and_commit = write
+    import tracewh.ingest.group as group  # a small trace held in memory is linked there
+    def limited(real):
+        def write(*a, **k):
+            set_limit()
+            return real(*a, **k)
+        return write
+    derive.copy_and_commit = limited(derive.copy_and_commit)
+    group.copy_runs = limited(group.copy_runs)
 else:
     Warehouse(root).store.create()
     set_limit()

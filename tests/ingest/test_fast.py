@@ -376,11 +376,12 @@ def test_arrow_chunks_match_the_raw_buffers() -> None:
 def test_the_writer_connection_is_kept_between_small_parts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A batch's small parts share one writer connection (``StageConnections.writer``);
+    """A batch's small parts are held in memory (``Staged.held``: no file until one is
+    needed) and share one writer connection (``StageConnections.writer``) when written;
     each stages the rows it stages alone; a part of several chunks closes it."""
     from helpers_staging import rows
 
-    from tracewh.ingest.parts import stage_file
+    from tracewh.ingest.parts import stage_file, write_held
     from tracewh.ingest.shred import StageConnections, stage_part, stager_for
 
     traces = []
@@ -397,6 +398,11 @@ def test_the_writer_connection_is_kept_between_small_parts(
             shared.mkdir()
             a = stage_file(trace, alone, stager=stager_for(True))
             b = stage_file(trace, shared, stager=stager_for(True), connections=connections)
+            assert a.held is None and b.held  # held: no staged file, no DuckDB yet
+            assert not list(Path(b.parts[0][0]).rglob("*.parquet"))
+            assert connections.writer._con is None or k > 0
+            write_held(b, connections.writer)
+            assert b.held is None
             kept.append(connections.writer._con)
             staged_ev = Path(b.parts[0][0]) / "ev"
             # a table with staged files gets no empty schema file beside them
@@ -411,7 +417,9 @@ def test_the_writer_connection_is_kept_between_small_parts(
         big = tmp_path / "big"
         big.mkdir()
         monkeypatch.setattr(fast, "KEEP_EVENTS", 10)
-        stage_part(traces[0], big, stager=stager_for(True), connections=connections)
+        monkeypatch.setattr(fast, "HOLD_EVENTS", 10)  # too large to hold: written
+        part = stage_part(traces[0], big, stager=stager_for(True), connections=connections)
+        assert part.held is None and list((big / "ev").glob("fast-*.parquet"))
         assert connections.writer._con is None
     finally:
         connections.close()

@@ -36,6 +36,7 @@ from tracewh.ingest.link import (
 )
 from tracewh.ingest.memory import parse_size, retry_on_oom, set_limit
 from tracewh.ingest.options import FileJob, FileResult, IngestOptions, default_job
+from tracewh.ingest.parts import write_held
 from tracewh.ingest.rows import dumps
 from tracewh.storage.store import Store
 
@@ -93,6 +94,7 @@ def write_alone(store: Store, options: IngestOptions, commit: Committer, job: Fi
     ``check`` raises when the file changed since it was hashed: nothing of it is then
     committed. Raises what the linkage or a write raises (the caller drops the ingest).
     """
+    write_held(staged)  # a part held in memory: linked from files here
     con = connect_staging(staging, staged, options)
     try:
         row, warnings = derive_and_commit(

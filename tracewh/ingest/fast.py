@@ -118,6 +118,33 @@ class KeptWriter:
             con.close()
 
 
+#: A whole-document part is held in memory (its Arrow chunks kept, no Parquet file written)
+#: while it has at most this many events and :data:`HOLD_BYTES` of buffers: a tiny trace
+#: that joins a linkage group (:mod:`tracewh.ingest.group`) is read from memory there.
+HOLD_EVENTS = KEEP_EVENTS
+HOLD_BYTES = 16 << 20
+
+
+def write_held(folder: Path, held: list[dict[str, Any]], kept: KeptWriter | None = None) -> None:
+    """Write a held part's chunks as the staging writer would have: ``<folder>/<table>/
+    fast-<n>.parquet`` (the chunks stay readable: an ``ArrowChunk`` exports a new stream
+    each time)."""
+    con = _writer_connection() if kept is None else kept.take()
+    try:
+        for seq, tables in enumerate(held):
+            for name, chunk in tables.items():
+                out = folder / name / f"fast-{seq:06d}.parquet"
+                out.parent.mkdir(exist_ok=True)
+                con.from_arrow(chunk).write_parquet(str(out), compression="lz4")
+    except BaseException:
+        con.close()
+        raise
+    if kept is not None:
+        kept.give(con)
+    else:
+        con.close()
+
+
 class _Writer:
     """Staged chunks -> ``<folder>/<table>/fast-<n>.parquet``, one chunk in flight.
 
@@ -128,7 +155,7 @@ class _Writer:
     chunk), else it is opened for this part.
     """
 
-    def __init__(self, folder: Path, kept: KeptWriter | None = None) -> None:
+    def __init__(self, folder: Path, kept: KeptWriter | None = None, *, hold: bool = False) -> None:
         self._folder = folder
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracewh-fast")
         self._pending: Future[None] | None = None
@@ -138,10 +165,29 @@ class _Writer:
         self._failed = False
         #: whether the part was small enough to give the connection back (set by the caller)
         self.small = False
+        #: the chunks held in memory, in order, while the part is small (``hold``); None
+        #: once they went to files (or never held)
+        self.held: list[dict[str, Any]] | None = [] if hold else None
+        self._held_events = self._held_bytes = 0
 
-    def submit(self, tables: dict[str, Any]) -> None:
+    def submit(self, tables: dict[str, Any], events: int = 0, nbytes: int = 0) -> None:
+        """Write ``tables`` (a chunk of ``events`` events, ``nbytes`` of buffers), or hold
+        it while the part stays within :data:`HOLD_EVENTS` and :data:`HOLD_BYTES`."""
         if not tables:
             return
+        if self.held is not None:
+            if (self._held_events + events <= HOLD_EVENTS
+                    and self._held_bytes + nbytes <= HOLD_BYTES):
+                self.held.append(tables)
+                self._held_events += events
+                self._held_bytes += nbytes
+                return
+            held, self.held = self.held, None  # too large: every chunk to files
+            for chunk in held:
+                self._submit(chunk)
+        self._submit(tables)
+
+    def _submit(self, tables: dict[str, Any]) -> None:
         self.wait()
         seq, self._seq = self._seq, self._seq + 1
         self._pending = self._pool.submit(self._write, tables, seq)
@@ -151,6 +197,7 @@ class _Writer:
             self._con = _writer_connection() if self._kept is None else self._kept.take()
         for name in list(tables):
             out = self._folder / name / f"fast-{seq:06d}.parquet"
+            out.parent.mkdir(exist_ok=True)
             rel = self._con.from_arrow(tables.pop(name))  # the chunk goes with the relation
             rel.write_parquet(str(out), compression="lz4")
             del rel
@@ -223,6 +270,12 @@ def stage_events(
     return int(shredder.index), int(shredder.skipped_python)
 
 
+def _take(shredder: Any) -> tuple[dict[str, Any], int, int]:
+    """The shredder's staged chunk, its events and its bytes."""
+    events, nbytes = int(shredder.pending), int(shredder.pending_bytes)
+    return shredder.take_arrow(), events, nbytes
+
+
 def scanner(module: ModuleType | None) -> bool:
     """Whether ``module`` (the extension) has the direct scanner."""
     return module is not None and hasattr(module.Shredder, "scan")
@@ -251,6 +304,7 @@ def scan_events(
     chunk_events: int,
     first_event: Callable[[], None] | None = None,
     kept: KeptWriter | None = None,
+    held: list[dict[str, Any]] | None = None,
 ) -> tuple[int, int, bool, int | None]:
     """Scan the document ``read()`` returns into ``folder``; the unusual elements go
     (parsed by ijson) to ``slow_path`` with their index.
@@ -261,11 +315,13 @@ def scan_events(
     is to be staged again through ijson (``folder`` then holds partial output).
     ``first_event`` is called once, after the first call that saw an element.
     ``kept``: the writer's connection kept between parts (:class:`KeptWriter`).
+    ``held``: a list to receive the part's chunks in place of files when it stays within
+    :data:`HOLD_EVENTS` and :data:`HOLD_BYTES` (left empty otherwise: files were written).
     """
     shredder = module.Shredder(
         Decimal, frozenset(GPU_OP_CATEGORIES), PYTHON_CATEGORY, skip_python
     )
-    writer = _Writer(folder, kept)
+    writer = _Writer(folder, kept, hold=held is not None)
     raws: list[tuple[int, bytes]] = []
     try:
         while True:
@@ -279,12 +335,14 @@ def scan_events(
                 slow_path(_parse_elements(backend, raws))
                 raws = []
             if shredder.pending >= chunk_events or shredder.pending_bytes >= CHUNK_BYTES:
-                writer.submit(shredder.take_arrow())
+                writer.submit(*_take(shredder))
             if status == _DONE:
                 break
-        writer.submit(shredder.take_arrow())
+        writer.submit(*_take(shredder))
         writer.small = shredder.index <= KEEP_EVENTS
         writer.close()
+        if held is not None and writer.held is not None:
+            held.extend(writer.held)
     except BaseException:
         writer.abort()
         raise

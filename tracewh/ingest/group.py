@@ -43,9 +43,9 @@ from tracewh.ingest.link import (
     step_warnings,
 )
 from tracewh.ingest.options import FileJob, FileResult, IngestOptions, error_result
-from tracewh.ingest.parts import Staged
+from tracewh.ingest.parts import Staged, write_held
 from tracewh.ingest.rows import I64_MAX
-from tracewh.ingest.shred import STAGING_TABLES, StageConnections
+from tracewh.ingest.shred import STAGING_TABLES, StageConnections, copy_schema_files
 from tracewh.storage.store import Store
 
 #: A staged trace of at most this many events (in one part) joins the group (medium traces
@@ -100,6 +100,7 @@ class TinyGroup:
         """A tiny trace joins the group (None: its result comes through the batch, and its
         ``staging`` folder is the group's); a bigger one is written alone now."""
         if len(staged.parts) != 1 or staged.events > TINY_EVENTS:
+            write_held(staged, self.connections.writer)
             return write_alone(self.store, self.options, self.batch, job, staged, staging,
                                labels, check)
         self.members.append(Member(job, staged, staging, labels, check))
@@ -114,8 +115,8 @@ class TinyGroup:
         if not members:
             return
         try:
-            if len(members) == 1:
-                self._alone(members[0])
+            if len(members) == 1 and members[0].staged.held is None:
+                self._alone(members[0])  # read from its files, its gpu_ops in slices
                 return
             try:
                 results = self._together(members)
@@ -138,6 +139,7 @@ class TinyGroup:
     def _alone(self, m: Member) -> None:
         """The one-file path over ``m``'s staged folder (the linkage, outputs, runs row)."""
         try:
+            write_held(m.staged, self.connections.writer)  # held in memory: to files first
             result = write_alone(self.store, self.options, self.batch, m.job, m.staged,
                                  m.staging, m.labels, m.check)
         except BaseException as exc:
@@ -165,7 +167,7 @@ class TinyGroup:
             for m in members:
                 offsets.append(total)
                 total += m.staged.events
-            _stage_tables(con, members, offsets)
+            _stage_tables(con, members, offsets, work)
             link_setup(con, options)
             con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
             con.execute("CREATE TEMP VIEW t_gpu_link AS SELECT * FROM t_gpu_link1")
@@ -222,19 +224,29 @@ class TinyGroup:
         return results
 
 
-def _stage_tables(con: Any, members: list[Member], offsets: list[int]) -> None:
+def _stage_tables(con: Any, members: list[Member], offsets: list[int], work: Path) -> None:
     """``s_*`` tables of every member's staged rows: ``file_no`` = its position, indices offset.
 
-    A member whose table holds only its empty ``schema.parquet`` adds no rows and is not
-    read (each file opened costs ~1 ms; a tiny trace leaves several tables empty); a table
-    empty in every member reads one of those files, for its columns.
+    A member held in memory (``Staged.held``) is read from its Arrow chunks, registered on
+    ``con`` for the statement. A member whose table holds only its empty ``schema.parquet``
+    adds no rows and is not read (each file opened costs ~1 ms; a tiny trace leaves several
+    tables empty); a table empty in every member reads one of those files for its columns,
+    or a schema file written into ``work``.
     """
     for name in STAGING_TABLES:
         # s_ev: every `ph: X` row but python_function, the GPU ops' (gev) included
         tables = ("ev", "gev") if name == "ev" else (name,)
-        selects = []
+        selects, registered = [], []
         empty: Path | None = None
         for k, m in enumerate(members):
+            shift = "" if name == "thr" else f" REPLACE (event_index + {int(offsets[k])} AS event_index)"
+            if m.staged.held is not None:
+                for seq, chunk in enumerate(c[t] for c in m.staged.held for t in tables if t in c):
+                    view = f"tw_held_{k}_{name}_{seq}"
+                    con.register(view, chunk)
+                    registered.append(view)
+                    selects.append(f"SELECT *{shift}, CAST({k} AS INTEGER) AS file_no FROM {view}")
+                continue
             folder = Path(m.staged.parts[0][0])
             files = [p for t in tables for p in (folder / t).glob("*.parquet")]
             rows = [p for p in files if p.name != "schema.parquet"]
@@ -242,12 +254,18 @@ def _stage_tables(con: Any, members: list[Member], offsets: list[int]) -> None:
                 empty = empty or (files[0] if files else None)
                 continue
             rel = parquet_files(rows)
-            shift = "" if name == "thr" else f" REPLACE (event_index + {int(offsets[k])} AS event_index)"
             selects.append(f"SELECT *{shift}, CAST({k} AS INTEGER) AS file_no FROM {rel}")
         if not selects:  # no member has rows: the columns, from an empty file
-            assert empty is not None, name
+            if empty is None:  # every member held in memory
+                (work / "schema").mkdir(exist_ok=True)
+                copy_schema_files(work / "schema")
+                empty = work / "schema" / tables[0] / "schema.parquet"
             selects.append(f"SELECT *, CAST(0 AS INTEGER) AS file_no FROM {parquet_files([empty])}")
-        con.execute(f"CREATE TEMP TABLE s_{name} AS {' UNION ALL '.join(selects)}")
+        try:
+            con.execute(f"CREATE TEMP TABLE s_{name} AS {' UNION ALL '.join(selects)}")
+        finally:
+            for view in registered:
+                con.unregister(view)
 
 
 __all__ = ["GROUP_EVENTS", "GROUP_FILES", "TINY_EVENTS", "Member", "TinyGroup"]

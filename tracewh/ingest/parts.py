@@ -26,9 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from tracewh.core.errors import TraceFormatError
+from tracewh.ingest import fast
 from tracewh.ingest.decompress import open_decompressed
+from tracewh.ingest.fast import KeptWriter
 from tracewh.ingest.files import open_regular
-from tracewh.ingest.shred import PartResult, StageConnections, Stager, stage_part
+from tracewh.ingest.shred import (
+    PartResult,
+    StageConnections,
+    Stager,
+    copy_schema_files,
+    stage_part,
+)
 from tracewh.ingest.workers import worker_pool
 
 #: Files smaller than this (decompressed) are never split. With the direct scanner one
@@ -57,6 +65,9 @@ class Staged:
     decompressed_bytes: int = 0
     file_sha256: str | None = None  # of the bytes the parse read, when one part read them all
     file_bytes: int = 0
+    #: the one part's chunks held in memory in place of its folder's files (see
+    #: ``shred.PartResult.held``); :func:`write_held` writes them when files are needed
+    held: list[dict[str, Any]] | None = None
 
 
 def decompressed_size(path: Path) -> int | None:
@@ -168,7 +179,19 @@ def stage_file(
         decompressed_bytes=r.decompressed_bytes,
         file_sha256=r.file_sha256,
         file_bytes=r.file_bytes,
+        held=r.held,
     )
+
+
+def write_held(staged: Staged, kept: KeptWriter | None = None) -> None:
+    """Write a held part's chunks into its folder (as the staging writer does), and the
+    schema files of the tables it has none of: from then on it is read from files."""
+    if staged.held is None:
+        return
+    folder = Path(staged.parts[0][0])
+    fast.write_held(folder, staged.held, kept)
+    copy_schema_files(folder)
+    staged.held = None
 
 
 def _stage_parallel(

@@ -61,6 +61,10 @@ class PartResult:
     error: str | None = None
     file_sha256: str | None = None  # of the file's bytes, when this part read them all
     file_bytes: int = 0
+    #: a small whole document staged by the scanner alone: its chunks, held in memory
+    #: (``fast.HOLD_EVENTS``), in place of ``db``'s files; None when it has files. Only
+    #: in the process that staged it (tiny traces joining a linkage group read it there).
+    held: list[dict[str, Any]] | None = None
 
 
 DEFER_EVENTS = 20_000
@@ -243,7 +247,8 @@ def stage_part(
     with ``stager`` (:class:`CStager` or :class:`PythonStager`, see :func:`stager_for`).
 
     Every staging table gets at least one (possibly empty) file, so readers always find
-    its columns. Raises :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
+    its columns, unless the part is held in memory (:attr:`PartResult.held`: a small whole
+    document of a batch, ``connections`` given, that the scanner staged alone). Raises :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
     """
     return stager.stage_part(
         path, folder, part=part, start_at=start_at, stop_at=stop_at, skip_python=skip_python,
@@ -276,8 +281,10 @@ def _stage_part(
     anomalies: Counter[str] = Counter()
     kept = None if connections is None else connections.writer
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
-    for table in STAGING_TABLES:
-        (folder / table).mkdir(exist_ok=True)
+    # a whole document staged in a batch (connections) may be held in memory if small
+    held: list[dict[str, Any]] | None = (
+        [] if connections is not None and start_at is None and stop_at is None else None
+    )
     # DuckDB (the pure path's shredding, the schema files) is opened when first needed:
     # scanned, a part's few unusual events wait until the scan is done (up to
     # DEFER_EVENTS of them), so its buffers and the scanner's are not held at once
@@ -326,7 +333,7 @@ def _stage_part(
                 n, skipped, is_array, events_end = fast.scan_events(
                     module, c_backend(), tee.read, folder, slow_path,
                     skip_python=skip_python, chunk_events=chunk_events, first_event=stop_head,
-                    kept=kept,
+                    kept=kept, held=held,
                 )
             finally:
                 close_stream(stream, tee)
@@ -345,14 +352,19 @@ def _stage_part(
         if module is not None and skipped:
             anomalies["skipped_python"] += skipped
         anomalies.update(stream.anomalies)
+        if held and opened:  # the pure path wrote files: the held chunks join them
+            fast.write_held(folder, held, kept)
+            held = None
         if opened:
             con, chunks = opened[0]
             chunks.finish()
             for key, count in con.execute("SELECT key, sum(n) FROM anom GROUP BY key").fetchall():
                 anomalies[key] += int(count)
             copy_schema_files(folder, con)
-        else:  # every event went through the extension: no staging DuckDB at all
+        elif not held:  # every event went through the extension: no staging DuckDB at all
+            held = None
             copy_schema_files(folder)
+        # else: held in memory, every event by the extension: no file, no DuckDB at all
         small = n <= REUSE_EVENTS
         if opened and connections is not None and small:
             connections.give(opened.pop()[0])  # for the next small part
@@ -380,4 +392,5 @@ def _stage_part(
         decompressed_bytes=stream.decompressed_bytes,
         file_sha256=stream.file_sha256,
         file_bytes=stream.file_bytes,
+        held=held or None,
     )
