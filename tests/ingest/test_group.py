@@ -202,6 +202,42 @@ def test_a_failing_group_falls_back_to_one_by_one(
     assert Warehouse(root).verify().ok
 
 
+def test_a_group_failing_after_reading_held_members_stages_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group lets its members' held chunks go once its tables hold their rows; when its
+    SQL then fails, each member is staged again from its file and written alone."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        write_trace(folder / f"r{i}.pt.trace.json.gz", SynthConfig(steps=1, layers=1, seed=60 + i))
+    want = Warehouse(tmp_path / "ok").ingest([folder], jobs=1)
+    assert want.ok
+    real = group_mod.copy_runs
+    calls = {"copy_runs": 0, "staged": 0}
+    real_stage = group_mod.stage_file
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls["copy_runs"] += 1
+        raise RuntimeError("grouped SQL failed after staging")
+
+    def restage(*args: Any, **kwargs: Any) -> Any:
+        calls["staged"] += 1
+        return real_stage(*args, **kwargs)
+
+    monkeypatch.setattr(group_mod, "copy_runs", failing)
+    monkeypatch.setattr(group_mod, "stage_file", restage)
+    root = tmp_path / "wh"
+    report = Warehouse(root).ingest([folder], jobs=1)
+    assert calls["copy_runs"] >= 1 and calls["staged"] == 3  # each member staged again
+    assert [r.outcome for r in report.results] == ["ingested"] * 3
+    for table in TABLES:
+        assert _rows(root, table) == _rows(tmp_path / "ok", table), table
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+    assert staging_leftovers(root) == []
+    monkeypatch.setattr(group_mod, "copy_runs", real)
+
+
 def test_a_file_changed_before_its_group_runs_fails_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

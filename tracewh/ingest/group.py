@@ -43,9 +43,15 @@ from tracewh.ingest.link import (
     step_warnings,
 )
 from tracewh.ingest.options import FileJob, FileResult, IngestOptions, error_result
-from tracewh.ingest.parts import Staged, write_held
+from tracewh.ingest.parts import Staged, stage_file, write_held
 from tracewh.ingest.rows import I64_MAX
-from tracewh.ingest.shred import STAGING_TABLES, StageConnections, copy_schema_files
+from tracewh.ingest.shred import (
+    STAGING_TABLES,
+    StageConnections,
+    copy_schema_files,
+    empty_folder,
+    stager_for,
+)
 from tracewh.storage.store import Store
 
 #: A staged trace of at most this many events (in one part) joins the group (medium traces
@@ -66,6 +72,9 @@ class Member:
     staging: Path
     labels: dict[str, str]
     check: Callable[[], None]  # the file is still the one hashed (raises otherwise)
+    #: its held chunks were let go once its group read them: staged again if it must be
+    #: written alone (its group failed)
+    released: bool = False
 
 
 @dataclass
@@ -139,6 +148,14 @@ class TinyGroup:
     def _alone(self, m: Member) -> None:
         """The one-file path over ``m``'s staged folder (the linkage, outputs, runs row)."""
         try:
+            if m.released:  # its group read its held chunks and let them go: staged again
+                empty_folder(m.staging)
+                m.staged = stage_file(
+                    m.job.path, m.staging, skip_python=self.options.skip_python,
+                    memory_limit=self.options.stage_memory_limit, stager=stager_for(True),
+                )
+                m.released = False
+                m.check()
             write_held(m.staged, self.connections.writer)  # held in memory: to files first
             result = write_alone(self.store, self.options, self.batch, m.job, m.staged,
                                  m.staging, m.labels, m.check)
@@ -168,6 +185,9 @@ class TinyGroup:
                 offsets.append(total)
                 total += m.staged.events
             _stage_tables(con, members, offsets, work)
+            for m in members:  # their rows are in the s_* tables: the chunks' memory goes
+                if m.staged.held is not None:
+                    m.staged.held, m.released = None, True
             link_setup(con, options)
             con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
             con.execute("CREATE TEMP VIEW t_gpu_link AS SELECT * FROM t_gpu_link1")

@@ -218,7 +218,7 @@ class CStager:
             try:
                 return _stage_part(path, folder, module, scan=True, **kw)
             except (fast.Fallback, TraceFormatError):
-                _empty(folder)  # the ijson path below stages it again and says what is wrong
+                empty_folder(folder)  # the ijson path below stages it again and says what is wrong
         return _stage_part(path, folder, module, scan=False, **kw)
 
 
@@ -256,7 +256,8 @@ def stage_part(
     )
 
 
-def _empty(folder: Path) -> None:
+def empty_folder(folder: Path) -> None:
+    """Remove what ``folder`` holds (a part staged again from its start)."""
     for child in folder.iterdir():
         if child.is_dir():
             shutil.rmtree(child)
