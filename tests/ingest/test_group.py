@@ -238,6 +238,61 @@ def test_a_group_failing_after_reading_held_members_stages_them_again(
     monkeypatch.setattr(group_mod, "copy_runs", real)
 
 
+def test_a_restaged_member_whose_bytes_changed_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Staged again after its group failed, a file rewritten in place (same size, same
+    modification time, same inode) fails: its bytes are not those its run id hashes."""
+    import os
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        write_trace(folder / f"r{i}.pt.trace.json", SynthConfig(steps=1, layers=1, seed=70 + i))
+    victim = folder / "r0.pt.trace.json"
+    real_stage = group_mod.stage_file
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("grouped SQL failed after staging")
+
+    def rewrite_then_stage(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path == victim:
+            st = victim.stat()
+            data = victim.read_bytes()
+            with open(victim, "r+b") as f:  # same inode, same size
+                f.write(data.replace(b"aten::", b"aten;;", 1))
+            os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return real_stage(path, *args, **kwargs)
+
+    monkeypatch.setattr(group_mod, "copy_runs", failing)
+    monkeypatch.setattr(group_mod, "stage_file", rewrite_then_stage)
+    report = Warehouse(tmp_path / "wh").ingest([folder], jobs=1)
+    outcomes = {Path(r.path).name: (r.outcome, r.error or "") for r in report.results}
+    assert outcomes["r1.pt.trace.json"][0] == "ingested"
+    assert outcomes["r0.pt.trace.json"][0] == "failed"
+    assert "changed while it was read" in outcomes["r0.pt.trace.json"][1]
+
+
+def test_held_bytes_bound_a_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group runs once its members hold GROUP_HELD_BYTES of buffers in memory."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        write_trace(folder / f"r{i}.pt.trace.json.gz", SynthConfig(steps=1, layers=1, seed=80 + i))
+    sizes: list[int] = []
+    real = group_mod.TinyGroup._together
+
+    def spy(self: group_mod.TinyGroup, members: list[group_mod.Member]) -> Any:
+        sizes.append(len(members))
+        assert all(m.staged.held for m in members)  # read from memory
+        return real(self, members)
+
+    monkeypatch.setattr(group_mod.TinyGroup, "_together", spy)
+    monkeypatch.setattr(group_mod, "GROUP_HELD_BYTES", 1)
+    assert Warehouse(tmp_path / "wh").ingest([folder], jobs=1).ok
+    assert sizes == [1, 1, 1]
+
+
 def test_a_file_changed_before_its_group_runs_fails_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -125,6 +125,13 @@ HOLD_EVENTS = KEEP_EVENTS
 HOLD_BYTES = 16 << 20
 
 
+class Held(list[dict[str, Any]]):
+    """A small part's staged chunks, held in memory in order (each a ``{table: ArrowChunk}``),
+    with :attr:`nbytes`, their buffers' bytes (a linkage group bounds its members' sum)."""
+
+    nbytes: int = 0
+
+
 def write_held(folder: Path, held: list[dict[str, Any]], kept: KeptWriter | None = None) -> None:
     """Write a held part's chunks as the staging writer would have: ``<folder>/<table>/
     fast-<n>.parquet`` (the chunks stay readable: an ``ArrowChunk`` exports a new stream
@@ -168,7 +175,7 @@ class _Writer:
         #: the chunks held in memory, in order, while the part is small (``hold``); None
         #: once they went to files (or never held)
         self.held: list[dict[str, Any]] | None = [] if hold else None
-        self._held_events = self._held_bytes = 0
+        self._held_events = self.held_bytes = 0
 
     def submit(self, tables: dict[str, Any], events: int = 0, nbytes: int = 0) -> None:
         """Write ``tables`` (a chunk of ``events`` events, ``nbytes`` of buffers), or hold
@@ -177,10 +184,10 @@ class _Writer:
             return
         if self.held is not None:
             if (self._held_events + events <= HOLD_EVENTS
-                    and self._held_bytes + nbytes <= HOLD_BYTES):
+                    and self.held_bytes + nbytes <= HOLD_BYTES):
                 self.held.append(tables)
                 self._held_events += events
-                self._held_bytes += nbytes
+                self.held_bytes += nbytes
                 return
             held, self.held = self.held, None  # too large: every chunk to files
             for chunk in held:
@@ -304,7 +311,7 @@ def scan_events(
     chunk_events: int,
     first_event: Callable[[], None] | None = None,
     kept: KeptWriter | None = None,
-    held: list[dict[str, Any]] | None = None,
+    held: Held | None = None,
 ) -> tuple[int, int, bool, int | None]:
     """Scan the document ``read()`` returns into ``folder``; the unusual elements go
     (parsed by ijson) to ``slow_path`` with their index.
@@ -315,7 +322,7 @@ def scan_events(
     is to be staged again through ijson (``folder`` then holds partial output).
     ``first_event`` is called once, after the first call that saw an element.
     ``kept``: the writer's connection kept between parts (:class:`KeptWriter`).
-    ``held``: a list to receive the part's chunks in place of files when it stays within
+    ``held``: receives the part's chunks (and their bytes) in place of files when it stays within
     :data:`HOLD_EVENTS` and :data:`HOLD_BYTES` (left empty otherwise: files were written).
     """
     shredder = module.Shredder(
@@ -343,6 +350,7 @@ def scan_events(
         writer.close()
         if held is not None and writer.held is not None:
             held.extend(writer.held)
+            held.nbytes = writer.held_bytes
     except BaseException:
         writer.abort()
         raise

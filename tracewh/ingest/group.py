@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 
+from tracewh.core.errors import TraceFormatError
 from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.commit import copy_runs
 from tracewh.ingest.derive import empty_outputs, run_row, write_alone
@@ -61,6 +62,8 @@ TINY_EVENTS = 120_000
 #: The group runs once it holds this many files or this many events.
 GROUP_FILES = 32
 GROUP_EVENTS = 250_000
+#: ... or once its members hold this many bytes of staged buffers in memory (``Staged.held``)
+GROUP_HELD_BYTES = 64 << 20
 
 
 @dataclass
@@ -114,7 +117,9 @@ class TinyGroup:
                                labels, check)
         self.members.append(Member(job, staged, staging, labels, check))
         if (len(self.members) >= GROUP_FILES
-                or sum(m.staged.events for m in self.members) >= GROUP_EVENTS):
+                or sum(m.staged.events for m in self.members) >= GROUP_EVENTS
+                or sum(m.staged.held.nbytes for m in self.members if m.staged.held)
+                >= GROUP_HELD_BYTES):
             self.run()
         return None
 
@@ -155,6 +160,10 @@ class TinyGroup:
                     memory_limit=self.options.stage_memory_limit, stager=stager_for(True),
                 )
                 m.released = False
+                if m.staged.file_sha256 is not None and m.staged.file_sha256 != m.job.sha:
+                    raise TraceFormatError(m.job.path, (
+                        f"the file changed while it was read ({m.staged.file_bytes} bytes "
+                        "parsed again): ingest it again once it is complete"))
                 m.check()
             write_held(m.staged, self.connections.writer)  # held in memory: to files first
             result = write_alone(self.store, self.options, self.batch, m.job, m.staged,
@@ -288,4 +297,4 @@ def _stage_tables(con: Any, members: list[Member], offsets: list[int], work: Pat
                 con.unregister(view)
 
 
-__all__ = ["GROUP_EVENTS", "GROUP_FILES", "TINY_EVENTS", "Member", "TinyGroup"]
+__all__ = ["GROUP_EVENTS", "GROUP_FILES", "GROUP_HELD_BYTES", "TINY_EVENTS", "Member", "TinyGroup"]

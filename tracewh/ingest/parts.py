@@ -67,7 +67,7 @@ class Staged:
     file_bytes: int = 0
     #: the one part's chunks held in memory in place of its folder's files (see
     #: ``shred.PartResult.held``); :func:`write_held` writes them when files are needed
-    held: list[dict[str, Any]] | None = None
+    held: fast.Held | None = None
 
 
 def decompressed_size(path: Path) -> int | None:

@@ -64,7 +64,7 @@ class PartResult:
     #: a small whole document staged by the scanner alone: its chunks, held in memory
     #: (``fast.HOLD_EVENTS``), in place of ``db``'s files; None when it has files. Only
     #: in the process that staged it (tiny traces joining a linkage group read it there).
-    held: list[dict[str, Any]] | None = None
+    held: fast.Held | None = None
 
 
 DEFER_EVENTS = 20_000
@@ -283,8 +283,8 @@ def _stage_part(
     kept = None if connections is None else connections.writer
     stream, tee = open_trace(path, start_at=start_at, stop_at=stop_at)
     # a whole document staged in a batch (connections) may be held in memory if small
-    held: list[dict[str, Any]] | None = (
-        [] if connections is not None and start_at is None and stop_at is None else None
+    held: fast.Held | None = (
+        fast.Held() if connections is not None and start_at is None and stop_at is None else None
     )
     # DuckDB (the pure path's shredding, the schema files) is opened when first needed:
     # scanned, a part's few unusual events wait until the scan is done (up to
