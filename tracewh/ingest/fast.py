@@ -132,17 +132,24 @@ class Held(list[dict[str, Any]]):
     nbytes: int = 0
 
 
+def _write_tables(con: Any, folder: Path, tables: dict[str, Any], seq: int) -> None:
+    """Each table's chunk of ``tables`` to ``<folder>/<table>/fast-<seq>.parquet``; the
+    chunks leave ``tables`` as they are written (their buffers freed with the relation)."""
+    for name in list(tables):
+        out = folder / name / f"fast-{seq:06d}.parquet"
+        out.parent.mkdir(exist_ok=True)
+        rel = con.from_arrow(tables.pop(name))
+        rel.write_parquet(str(out), compression="lz4")
+        del rel
+
+
 def write_held(folder: Path, held: list[dict[str, Any]], kept: KeptWriter | None = None) -> None:
     """Write a held part's chunks as the staging writer would have: ``<folder>/<table>/
-    fast-<n>.parquet`` (the chunks stay readable: an ``ArrowChunk`` exports a new stream
-    each time)."""
+    fast-<n>.parquet`` (each dict of ``held`` is emptied as it goes)."""
     con = _writer_connection() if kept is None else kept.take()
     try:
         for seq, tables in enumerate(held):
-            for name, chunk in tables.items():
-                out = folder / name / f"fast-{seq:06d}.parquet"
-                out.parent.mkdir(exist_ok=True)
-                con.from_arrow(chunk).write_parquet(str(out), compression="lz4")
+            _write_tables(con, folder, tables, seq)
     except BaseException:
         con.close()
         raise
@@ -202,12 +209,7 @@ class _Writer:
     def _write(self, tables: dict[str, Any], seq: int) -> None:
         if self._con is None:
             self._con = _writer_connection() if self._kept is None else self._kept.take()
-        for name in list(tables):
-            out = self._folder / name / f"fast-{seq:06d}.parquet"
-            out.parent.mkdir(exist_ok=True)
-            rel = self._con.from_arrow(tables.pop(name))  # the chunk goes with the relation
-            rel.write_parquet(str(out), compression="lz4")
-            del rel
+        _write_tables(self._con, self._folder, tables, seq)
 
     def wait(self) -> None:
         if self._pending is not None:

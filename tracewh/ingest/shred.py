@@ -248,7 +248,8 @@ def stage_part(
 
     Every staging table gets at least one (possibly empty) file, so readers always find
     its columns, unless the part is held in memory (:attr:`PartResult.held`: a small whole
-    document of a batch, ``connections`` given, that the scanner staged alone). Raises :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
+    document of a batch, ``connections`` given, that the scanner staged alone). Raises
+    :class:`~tracewh.core.errors.TraceFormatError` for an unreadable part.
     """
     return stager.stage_part(
         path, folder, part=part, start_at=start_at, stop_at=stop_at, skip_python=skip_python,
