@@ -180,7 +180,8 @@ def ingest(
             def on_result(result: FileResult) -> None:
                 done_bytes[0] += result.bytes
                 reading.finished(result.path)
-                progress.update(task, completed=done_bytes[0] + reading.in_flight_bytes())
+                if show_progress:  # /proc is read only for a bar someone sees
+                    progress.update(task, completed=done_bytes[0] + reading.in_flight_bytes())
                 progress.advance(files_task, 1)
                 progress.update(task, description=f"{Path(result.path).name} {result.outcome}")
 
