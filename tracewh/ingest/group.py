@@ -8,7 +8,7 @@ staged (every file is still hashed, locked, checked and staged alone, so a bad f
 fails alone with its own error) and runs the statements once for all of them: the
 group's traces are staged side by side in one connection, each with its ``file_no``
 and its event indices offset, the ingest SQL keys every match on a trace's values by
-``file_no``, and each output ``COPY`` writes one file per run
+``file_no``, and each table's rows are copied run by run, one file per run
 (:func:`~tracewh.ingest.commit.copy_runs`). The rows are those of the one-file path
 (``tests/ingest/test_group.py`` compares every table). When the grouped SQL fails
 for any reason, each file of the group goes through the one-file path alone, so a
