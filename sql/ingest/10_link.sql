@@ -216,29 +216,17 @@ WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
 -- does encloses it) and several starts longest (outermost) first. kind: o (CPU
 -- operator), m (module span), a (user annotation), l (launch). The running sum of a kind
 -- at a start of that kind is its level; at a launch, the depth there. End rows are dropped.
--- The three running sums are computed as one: each kind's +1/-1 in 40 bits of its own of a
--- HUGEINT (o: the lowest, m: the next, a: the top); a partial sum of a kind is at most the
--- group's row count in magnitude, far below 2^39, so each decodes exactly (tw_low40). A
--- thread's starts and ends cancel, so the running sum over every thread in (file_no, pid,
--- tid, ...) order equals each thread's own: one sort, no partitions (~3x less CPU than three
--- partitioned sums, docs/performance.md, tenth pass).
-CREATE OR REPLACE TEMP MACRO tw_low40(x) AS
-    CAST(((x + 549755813888) % 1099511627776 + 1099511627776) % 1099511627776 - 549755813888
-         AS BIGINT);
-
+-- A thread's starts and ends cancel (each span adds +1 and -1 on its own thread), so a running
+-- sum over every thread in (file_no, pid, tid, ...) order equals each thread's own: one sort,
+-- no partitions (a linkage group has thousands of threads, and per-partition work was most of
+-- this statement: ~3x less CPU on the nightly folder's groups, docs/performance.md, tenth pass).
 CREATE OR REPLACE TEMP TABLE t_sweep AS
-SELECT file_no, pid, tid, k, kind, event_index, end_ns, depth_o, depth_m,
-       tw_low40((rest - depth_m) // 1099511627776) AS depth_a
+SELECT file_no, pid, tid, k, kind, event_index, end_ns, depth_o, depth_m, depth_a
 FROM (
-    SELECT *, tw_low40(rest) AS depth_m
-    FROM (
-        SELECT *, (packed - depth_o) // 1099511627776 AS rest
-        FROM (SELECT *, tw_low40(packed) AS depth_o FROM (
     SELECT *,
-           sum(CASE kind WHEN 'o' THEN CAST(d AS HUGEINT)
-                         WHEN 'm' THEN CAST(d AS HUGEINT) * 1099511627776
-                         WHEN 'a' THEN CAST(d AS HUGEINT) * 1208925819614629174706176
-                         ELSE 0 END) OVER w AS packed
+           sum(CASE WHEN kind = 'o' THEN d ELSE 0 END) OVER w AS depth_o,
+           sum(CASE WHEN kind = 'm' THEN d ELSE 0 END) OVER w AS depth_m,
+           sum(CASE WHEN kind = 'a' THEN d ELSE 0 END) OVER w AS depth_a
     FROM (
         SELECT file_no, pid, tid, 2 * ts_ns + 1 AS k, 'o' AS kind, false AS launch, 1 AS d,
                end_ns AS o, event_index, end_ns
@@ -258,7 +246,6 @@ FROM (
     )
     WINDOW w AS (ORDER BY file_no, pid, tid, k, launch, o DESC, event_index
                  ROWS UNBOUNDED PRECEDING)
-)))
 )
 WHERE d >= 0;
 
