@@ -8,9 +8,7 @@ SELECT f.run_id, f.ingest_id, f.day,
        e.args_json
 FROM s_ev e
 JOIN t_files f ON f.file_no = e.file_no
--- (no file keeps only some steps: no GPU op row is looked up, every row is kept)
-LEFT JOIN (SELECT event_index, step, true AS gpu FROM t_gpu_link
-           WHERE EXISTS (SELECT 1 FROM t_files WHERE lo_ns IS NOT NULL)) p USING (event_index)
+LEFT JOIN (SELECT event_index, step, true AS gpu FROM t_gpu_link) p USING (event_index)
 WHERE CASE WHEN p.gpu IS NULL THEN tw_keep(e.ts_ns, f.lo_ns, f.hi_ns)
            ELSE f.lo_ns IS NULL OR EXISTS (
                SELECT 1 FROM t_kept k WHERE k.file_no = e.file_no AND k.step = p.step) END
