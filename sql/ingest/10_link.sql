@@ -217,9 +217,11 @@ WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
 -- operator), m (module span), a (user annotation), l (launch). The running sum of a kind
 -- at a start of that kind is its level; at a launch, the depth there. End rows are dropped.
 -- A thread's starts and ends cancel (each span adds +1 and -1 on its own thread), so a running
--- sum over every thread in (file_no, pid, tid, ...) order equals each thread's own: one sort,
--- no partitions (a linkage group has thousands of threads, and per-partition work was most of
--- this statement: ~3x less CPU on the nightly folder's groups, docs/performance.md, tenth pass).
+-- sum over every thread in (file_no, pid, tid, ...) order equals each thread's own. A linkage
+-- group (variable tw_one_window true: tracewh.ingest.group) sums in one window partition
+-- (its thousands of threads' partitions were most of this statement: ~3x less CPU on the
+-- nightly folder, docs/performance.md, tenth pass); one trace keeps a partition per thread,
+-- which DuckDB's threads share (one partition was 1.13x the time of a 72 MB trace's ingest).
 CREATE OR REPLACE TEMP TABLE t_sweep AS
 SELECT file_no, pid, tid, k, kind, event_index, end_ns, depth_o, depth_m, depth_a
 FROM (
@@ -244,7 +246,10 @@ FROM (
         UNION ALL
         SELECT file_no, pid, tid, qk, 'l', true, 0, 0, launch_index, NULL FROM t_launch0
     )
-    WINDOW w AS (ORDER BY file_no, pid, tid, k, launch, o DESC, event_index
+    WINDOW w AS (PARTITION BY CASE WHEN getvariable('tw_one_window') THEN 0 ELSE file_no END,
+                              CASE WHEN getvariable('tw_one_window') THEN 0 ELSE pid END,
+                              CASE WHEN getvariable('tw_one_window') THEN 0 ELSE tid END
+                 ORDER BY file_no, pid, tid, k, launch, o DESC, event_index
                  ROWS UNBOUNDED PRECEDING)
 )
 WHERE d >= 0;

@@ -202,6 +202,8 @@ class TinyGroup:
                 if m.staged.held is not None:
                     m.staged.held, m.released = None, True
             link_setup(con, options)
+            # the linkage sweep in one window partition (sql/ingest/10_link.sql, t_sweep)
+            con.execute("SET VARIABLE tw_one_window = true")
             con.execute((INGEST_SQL / "10_link.sql").read_text(encoding="utf-8"))
             con.execute("CREATE TEMP VIEW t_gpu_link AS SELECT * FROM t_gpu_link1")
             # 21_out_gpu_ops.sql over everything at once (the one-file path slices it)
