@@ -264,29 +264,37 @@ def copy_runs(
     counts = dict.fromkeys(runs, 0)
     root = Path(store.table_uri(table))
     source = f"SELECT {_select_list(table)} FROM ({query})"
+    single = len(runs) == 1  # one run (a trace linked alone): one COPY, as copy_and_commit
+    materialize = materialize and not single
     if materialize:
         con.execute(f"CREATE OR REPLACE TEMP TABLE tw_out AS {source}", params)
         source, params = "FROM tw_out", {}
     try:
-        # the runs with rows (a file is written for each, none for the others)
-        found = con.execute(
-            f"SELECT ingest_id, count(*) FROM ({source}) GROUP BY ALL", params
-        ).fetchall()
-        for ingest_id, _ in sorted(found):
+        if single:
+            todo, where = list(runs), ""
+        else:  # the runs with rows (a file is written for each, none for the others)
+            found = con.execute(
+                f"SELECT ingest_id, count(*) FROM ({source}) GROUP BY ALL", params
+            ).fetchall()
+            todo, where = sorted(str(i) for i, _ in found), " WHERE ingest_id = $tw_id"
+        for ingest_id in todo:
             day, run_id = runs[ingest_id]
             rel = f"day={day.isoformat()}/part-{uuid.uuid4().hex}-c000.zstd.parquet"
             out = root / rel
             out.parent.mkdir(parents=True, exist_ok=True)
             try:
                 got = con.execute(
-                    f"COPY (SELECT * FROM ({source}) WHERE ingest_id = $tw_id) TO $tw_out "
+                    f"COPY (SELECT * FROM ({source}){where}) TO $tw_out "
                     f"(FORMAT parquet, {OUTPUT_COMPRESSION}, ROW_GROUP_SIZE {row_group})",
-                    {**params, "tw_id": ingest_id, "tw_out": str(out)},
+                    {**params, **({"tw_id": ingest_id} if where else {}), "tw_out": str(out)},
                 ).fetchall()
             except BaseException:  # no partial file left in the table's folder
                 out.unlink(missing_ok=True)
                 raise
             n = int(got[0][0])
+            if not n:  # one run without rows: no file
+                out.unlink(missing_ok=True)
+                continue
             sink.add_file(ingest_id, table, _add(rel, out.stat().st_size, day, run_id,
                                                  ingest_id, n))
             counts[ingest_id] += n
