@@ -5,11 +5,11 @@
 Runs the command with this checkout's ``tracewh`` and with ``BASE``'s (another checkout with
 its own built extension and its own ``tracewh/sql``, run as ``python -P -m tracewh`` with
 only that checkout on ``PYTHONPATH``), swapping which goes first every round; ``OUT`` in the
-arguments becomes a fresh temporary folder for each run (removed after). Prints each round's
+arguments (an argument that is exactly ``OUT``) becomes a fresh temporary folder for each run (removed after). Prints each round's
 wall and CPU time (the process tree's, from ``RUSAGE_CHILDREN``) and, at the end, the medians
 and the median of the per-round ratios this / base. On a noisy host the same command's time
 moves by a third from one minute to the next; the paired ratio over many rounds is the figure
-to quote (docs/performance.md, tenth pass).
+to quote (docs/performance.md, tenth pass). A run that fails stops the comparison (exit 1).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parents[1]
 def _run(checkout: Path, args: list[str]) -> tuple[float, float, int]:
     tmp = tempfile.mkdtemp(prefix="tracewh-paired-")
     try:
-        argv = [a.replace("OUT", os.path.join(tmp, "wh")) for a in args]
+        argv = [os.path.join(tmp, "wh") if a == "OUT" else a for a in args]
         env = {**os.environ, "PYTHONPATH": str(checkout)}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
@@ -58,7 +58,9 @@ def main(argv: list[str]) -> int:
     for r in range(rounds):
         order = ["this", "base"] if r % 2 == 0 else ["base", "this"]
         for side in order:
-            wall, cpu, _ = _run(sides[side], args)
+            wall, cpu, rc = _run(sides[side], args)
+            if rc:  # a failed run's time is no measurement
+                return 1
             got[side].append((wall, cpu))
         print(f"round {r + 1}: this {got['this'][-1][0]:.2f} s (CPU {got['this'][-1][1]:.2f} s)"
               f"  base {got['base'][-1][0]:.2f} s (CPU {got['base'][-1][1]:.2f} s)", flush=True)
