@@ -4,9 +4,9 @@
 
 Runs the command with this checkout's ``tracewh`` and with ``BASE``'s (another checkout with
 its own built extension and its own ``tracewh/sql``, run as ``python -P -m tracewh`` with
-only that checkout on ``PYTHONPATH``), swapping which goes first every round; ``OUT`` in the
-arguments (an argument that is exactly ``OUT``) becomes a fresh temporary folder for each run (removed after). Prints each round's
-wall and CPU time (the process tree's, from ``RUSAGE_CHILDREN``) and, at the end, the medians
+only that checkout on ``PYTHONPATH``), swapping which goes first every round; an argument that
+is exactly ``OUT`` becomes a fresh temporary folder for each run (removed after). Prints each
+round's wall and CPU time (the process tree's, from ``RUSAGE_CHILDREN``) and, at the end, the medians
 and the median of the per-round ratios this / base. On a noisy host the same command's time
 moves by a third from one minute to the next; the paired ratio over many rounds is the figure
 to quote (docs/performance.md, tenth pass). A run that fails stops the comparison (exit 1).
