@@ -242,65 +242,37 @@ def copy_runs(
     query: str,
     params: dict[str, Any],
     runs: Mapping[str, tuple[date, str]],
+    work: Path,
     sink: FileSink,
-    *,
-    materialize: bool = False,
 ) -> dict[str, int]:
     """Write the rows of ``query`` for several runs at once: one file per run; rows per ingest.
 
-    ``runs`` maps each ``ingest_id`` the rows may carry to its (day, run_id). Each run's
-    rows are copied into a file of its own, in the table's folder of its run's day, its
-    commit left to ``sink`` as :func:`copy_and_commit`'s is: the same files as one run at
-    a time. A run's ``COPY`` filters ``query`` by its ``ingest_id``: DuckDB pushes that
-    filter through the join on ``t_files`` into the staged table's scan (a dynamic filter
-    on ``file_no``), so a query that reads one staged table costs about its run's rows.
-    With ``materialize`` (a query of many joins, which each run's ``COPY`` would build
-    again) the rows are computed once into a temporary table first. (A ``COPY`` with
-    ``PARTITION_BY (ingest_id)`` writes the same files but sorts every row first: on the
-    120-trace nightly folder it took about twice the CPU, docs/performance.md, tenth pass.)
+    ``runs`` maps each ``ingest_id`` the rows may carry to its (day, run_id). DuckDB
+    writes one file per ``ingest_id`` (a partitioned ``COPY`` into ``work``, local to the
+    warehouse), each moved into the table's folder of its run's day, its commit left to
+    ``sink`` as :func:`copy_and_commit`'s is: the same files as one run at a time.
     """
     spec = tables()[table]
     row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.columns)))
+    out = work / table
+    sql = (
+        f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
+        f"(FORMAT parquet, {OUTPUT_COMPRESSION}, ROW_GROUP_SIZE {row_group}, "
+        "PARTITION_BY (ingest_id), WRITE_PARTITION_COLUMNS true, RETURN_STATS true)"
+    )
     counts = dict.fromkeys(runs, 0)
     root = Path(store.table_uri(table))
-    source = f"SELECT {_select_list(table)} FROM ({query})"
-    single = len(runs) == 1  # one run (a trace linked alone): one COPY, as copy_and_commit
-    materialize = materialize and not single
-    if materialize:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE tw_out AS {source}", params)
-        source, params = "FROM tw_out", {}
-    try:
-        if single:
-            todo, where = list(runs), ""
-        else:  # the runs with rows (a file is written for each, none for the others)
-            found = con.execute(
-                f"SELECT ingest_id, count(*) FROM ({source}) GROUP BY ALL", params
-            ).fetchall()
-            todo, where = sorted(str(i) for i, _ in found), " WHERE ingest_id = $tw_id"
-        for ingest_id in todo:
-            day, run_id = runs[ingest_id]
-            rel = f"day={day.isoformat()}/part-{uuid.uuid4().hex}-c000.zstd.parquet"
-            out = root / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                got = con.execute(
-                    f"COPY (SELECT * FROM ({source}){where}) TO $tw_out "
-                    f"(FORMAT parquet, {OUTPUT_COMPRESSION}, ROW_GROUP_SIZE {row_group})",
-                    {**params, **({"tw_id": ingest_id} if where else {}), "tw_out": str(out)},
-                ).fetchall()
-            except BaseException:  # no partial file left in the table's folder
-                out.unlink(missing_ok=True)
-                raise
-            n = int(got[0][0])
-            if not n:  # one run without rows: no file
-                out.unlink(missing_ok=True)
-                continue
-            sink.add_file(ingest_id, table, _add(rel, out.stat().st_size, day, run_id,
-                                                 ingest_id, n))
-            counts[ingest_id] += n
-    finally:
-        if materialize:
-            con.execute("DROP TABLE IF EXISTS tw_out")
+    for filename, n, size, *_rest in con.execute(sql, {**params, "tw_out": str(out)}).fetchall():
+        # the partition folder's value is the ingest_id (hex: no escaping)
+        ingest_id = Path(filename).parent.name.removeprefix("ingest_id=")
+        day, run_id = runs[ingest_id]
+        if not n:
+            continue
+        rel = f"day={day.isoformat()}/part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        Path(filename).rename(root / rel)
+        sink.add_file(ingest_id, table, _add(rel, int(size), day, run_id, ingest_id, int(n)))
+        counts[ingest_id] += int(n)
     return counts
 
 

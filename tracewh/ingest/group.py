@@ -8,7 +8,7 @@ staged (every file is still hashed, locked, checked and staged alone, so a bad f
 fails alone with its own error) and runs the statements once for all of them: the
 group's traces are staged side by side in one connection, each with its ``file_no``
 and its event indices offset, the ingest SQL keys every match on a trace's values by
-``file_no``, and each table's rows are copied run by run, one file per run
+``file_no``, and each output ``COPY`` writes one file per run
 (:func:`~tracewh.ingest.commit.copy_runs`). The rows are those of the one-file path
 (``tests/ingest/test_group.py`` compares every table). When the grouped SQL fails
 for any reason, each file of the group goes through the one-file path alone, so a
@@ -59,10 +59,6 @@ from tracewh.storage.store import Store
 #: too: the nightly folder of 120 real traces, 2 processes, 0.96x the time and +25 MB of
 #: PSS summed over the tree with 120,000 / 250,000 against 20,000 / 100,000).
 TINY_EVENTS = 120_000
-#: Output tables of many rows whose query reads one staged table (joined to ``t_files``): each
-#: run's ``COPY`` filters the query (:func:`~tracewh.ingest.commit.copy_runs`); the others'
-#: rows are computed once for the group (a temporary table), then copied run by run.
-FILTERED = frozenset({"events", "flows", "python"})
 #: The group runs once it holds this many files or this many events.
 GROUP_FILES = 32
 GROUP_EVENTS = 250_000
@@ -232,8 +228,7 @@ class TinyGroup:
                     minhash_table(con)
                 query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
                 params = {"slice_lo": 0, "slice_hi": I64_MAX} if "$slice_lo" in query else {}
-                counts = copy_runs(self.store, con, table, query, params, runs, self.batch,
-                                   materialize=table not in FILTERED)
+                counts = copy_runs(self.store, con, table, query, params, runs, work, self.batch)
                 for ingest_id, n in counts.items():
                     written[ingest_id][table] = n
             cats = category_counts(con)
