@@ -1,28 +1,30 @@
 """Ingest many files: discover them, fan them out to an executor, gather the results.
 
-The executor interface is small on purpose: something that maps a picklable
-function over items and yields results as they complete. The local process
-pool (``--jobs N``) and a Dask cluster implement the same interface.
+A local pool of ``--jobs N`` processes pulls the files one at a time from a shared
+queue (:func:`_pulled`). Otherwise an executor runs tasks: its interface is small on
+purpose, something that maps a picklable function over items and yields results as
+they complete (this process: one task of every file; a Dask cluster: one per file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tracewh.core.errors import UsageError
-from tracewh.ingest.batchcommit import MAX_FILES
 from tracewh.ingest.cleanup import CleanupReport, cleanup
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.files import not_regular
 from tracewh.ingest.options import DEFAULT_JOBS, FileResult, IngestOptions
-from tracewh.ingest.tasks import Task, choose, run_task
-from tracewh.ingest.workers import worker_pool
+from tracewh.ingest.tasks import Task, TaskStrategy, choose, pull_task, run_task
+from tracewh.ingest.workers import new_channels, worker_pool
 from tracewh.storage.store import Store
 
 T = TypeVar("T")
@@ -180,31 +182,21 @@ class SerialExecutor:
             yield fn(item)
 
 
-@dataclass(frozen=True)
-class ProcessExecutor:
-    """A local pool of ``jobs`` worker processes (spawned: no forked native threads)."""
-
-    jobs: int
-
-    def map_unordered(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-        # workers die with this process and are killed (not awaited) when it stops early:
-        # a signal or an error never lets them commit afterwards (tracewh.ingest.workers)
-        with worker_pool(self.jobs) as pool:
-            futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
-            for future in as_completed(futures):
-                yield future.result()
-
-
-def _task_failed(task: Task, exc: BaseException) -> list[FileResult]:
-    """The results of a task its executor lost (a killed worker, a lost connection)."""
+def _lost(paths: Iterable[str], exc: BaseException) -> list[FileResult]:
+    """Failed results for ``paths``, whose worker was lost (killed, or a lost connection)."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return [
         FileResult(
             os.path.abspath(p), "failed",
             error=f"{p}: the worker failed: {type(exc).__name__}: {reason}"[:500],
         )
-        for p in task.paths
+        for p in paths
     ]
+
+
+def _task_failed(task: Task, exc: BaseException) -> list[FileResult]:
+    """The results of a task its executor lost (a killed worker, a lost connection)."""
+    return _lost(task.paths, exc)
 
 
 #: A file's fixed cost in :func:`file_cost` (bytes of JSON ingested in the same time: a
@@ -222,41 +214,73 @@ def file_cost(path: str) -> int:
     return (size * 10 if path.endswith(".gz") else size) + FILE_COST_BYTES
 
 
-def _chunks(paths: list[str], jobs: int, executor: Executor | None) -> list[tuple[str, ...]]:
-    """Files per task: all of them in one process; one per task on a cluster (a lost task
-    fails one file); in a pool of ``jobs`` processes, tasks of decreasing cost.
+def pull_order(paths: list[str]) -> list[str]:
+    """The order pulling workers take ``paths`` in: the costliest (:func:`file_cost`) first.
 
-    A pool runs its tasks in order, each on the next free process. The files are taken
-    from the costliest (:func:`file_cost`) down, and each task gets files until it holds
-    half of what is left per process (at least a twelfth of the whole per process, at
-    most :data:`MAX_FILES` files): the big files go first, the last tasks are small and
-    fill the processes' ends evenly, and a batch's tiny traces, taken last, share tasks
-    (and their grouped linkage, :mod:`tracewh.ingest.group`). Files of the same cost
-    keep their order.
+    The big files start first and the tiny ones fill the workers' ends evenly (a worker
+    takes the next file as soon as it is free); files of the same cost keep their order, so
+    a batch's tiny traces, taken last, reach a worker's group together.
     """
+    costs = {p: file_cost(p) for p in paths}
+    return sorted(paths, key=lambda p: -costs[p])  # stable: equal costs keep their order
+
+
+def _chunks(paths: list[str], executor: Executor | None) -> list[tuple[str, ...]]:
+    """Files per task: all of them in this process; one per task on a cluster (a lost
+    task fails one file). (A local pool's workers pull files one at a time: :func:`_pulled`.)"""
     if executor is not None and not isinstance(executor, SerialExecutor):
         return [(p,) for p in paths]
-    if jobs <= 1 or len(paths) <= 1:
-        return [tuple(paths)] if paths else []
-    costs = {p: file_cost(p) for p in paths}
-    order = sorted(paths, key=lambda p: -costs[p])  # stable: equal costs keep their order
-    left = sum(costs.values())
-    floor = left / (12 * jobs)
-    tasks: list[tuple[str, ...]] = []
-    task: list[str] = []
-    held = 0
-    for p in order:
-        if not task:
-            target = max(left / (2 * jobs), floor)
-        task.append(p)
-        held += costs[p]
-        left -= costs[p]
-        if held >= target or len(task) >= MAX_FILES:
-            tasks.append(tuple(task))
-            task, held = [], 0
-    if task:
-        tasks.append(tuple(task))
-    return tasks
+    return [tuple(paths)] if paths else []
+
+
+def _pulled(task: Task, paths: list[str], jobs: int) -> Iterator[list[FileResult]]:
+    """Ingest ``paths`` with ``jobs`` local worker processes that pull them one at a time.
+
+    The paths go into a queue in :func:`pull_order`; each worker runs one
+    :func:`~tracewh.ingest.tasks.pull_task` (one commit batch and its group of tiny traces
+    for every file it takes, so a folder costs a few commits per worker, not a few per
+    file) and sends back the results as they become final, then a stop marker. Yields
+    result lists as they come. A worker lost (killed, or failing outside a file's own
+    ingest) fails the files it had taken and not reported. A worker that dies (killed)
+    breaks the pool, which stops the others: every file not yet reported fails.
+    """
+    n = min(jobs, len(paths))
+    channels = new_channels()
+    for p in pull_order(paths):
+        channels.todo.put(p)
+    for _ in range(n):
+        channels.todo.put(None)  # one stop marker per worker
+    # a queue's feeder thread waits, at exit, for its items to be read: a lost worker
+    # leaves some unread, and this process must not hang on them
+    channels.todo.cancel_join_thread()
+    reported: set[str] = set()
+    through = 0
+    # workers die with this process and are killed (not awaited) when it stops early:
+    # a signal or an error never lets them commit afterwards (tracewh.ingest.workers)
+    with worker_pool(n, channels=channels) as pool:
+        futures = [pool.submit(pull_task, task) for _ in range(n)]
+        while through < n:
+            try:
+                got = channels.done.get(timeout=0.2)
+            except queue.Empty:
+                if any(f.done() and isinstance(f.exception(), BrokenProcessPool) for f in futures):
+                    break  # a worker died: it sends no stop marker (the pool stopped the others)
+                continue
+            if got is None:
+                through += 1
+            else:
+                reported.add(got.path)
+                yield [got]
+        errors = [f.exception() for f in futures]  # every worker is through, or the pool broke
+        error = next((e for e in errors if e is not None), None)
+        if error is not None:
+            yield _lost([p for p in paths if os.path.abspath(p) not in reported], error)
+            if isinstance(error, BrokenProcessPool):
+                raise _Lost from error  # leave the block by an exception: the pool is killed
+
+
+class _Lost(Exception):
+    """A pulling worker was lost; its files are reported as failed (:func:`_pulled`)."""
 
 
 def build_executor(*, dask: str | None = None) -> Executor | None:
@@ -301,6 +325,20 @@ class IngestReport:
             "skipped": [r.to_dict() for r in self.skipped],
             "failed": [r.to_dict() for r in self.failed],
         }
+
+
+def _results(
+    store: Store, wanted: list[str], options: IngestOptions, strategy: TaskStrategy,
+    jobs: int, executor: Executor | None,
+) -> Iterator[list[FileResult]]:
+    """The files' results, as they come: from pulling workers (a local pool), or from the
+    executor's tasks (this process: one task; a cluster: one task per file)."""
+    if executor is None and jobs > 1 and len(wanted) > 1:
+        with contextlib.suppress(_Lost):  # its files' failed results were yielded
+            yield from _pulled(Task(store, (), options, strategy), wanted, jobs)
+        return
+    tasks = [Task(store, chunk, options, strategy) for chunk in _chunks(wanted, executor)]
+    yield from (executor or SerialExecutor()).map_unordered(run_task, tasks)
 
 
 def ingest_paths(
@@ -350,11 +388,8 @@ def ingest_paths(
             options = replace(options, threads=max(1, available_cores() // procs))
     wanted = [os.path.abspath(p) for p in files]
     strategy = choose(store, options)  # the variants, once (tracewh.ingest.tasks)
-    tasks = [Task(store, chunk, options, strategy) for chunk in _chunks(wanted, jobs, executor)]
-    if executor is None:
-        executor = SerialExecutor() if jobs <= 1 or len(tasks) <= 1 else ProcessExecutor(jobs)
     by_path: dict[str, FileResult] = {}
-    for results in executor.map_unordered(run_task, tasks):
+    for results in _results(store, wanted, options, strategy, jobs, executor):
         for result in results:
             by_path[result.path] = result
             if on_result:

@@ -20,9 +20,11 @@ picklable, so a worker process or a Dask worker gets the choices made here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracewh.ingest import workers
 from tracewh.ingest.batchcommit import CommitBatch
 from tracewh.ingest.derive import OneFile
 from tracewh.ingest.group import TinyGroup
@@ -38,9 +40,15 @@ class AloneTask:
 
     stager: Stager
 
-    def run(self, store: Store, paths: tuple[str, ...], options: IngestOptions) -> list[FileResult]:
-        # a run committed first by a concurrent ingest is "skipped" by ingest_file
-        return [ingest_file(store, Path(p), options, stager=self.stager) for p in paths]
+    def run(self, store: Store, paths: Iterable[str], options: IngestOptions,
+            on_results: Report | None = None) -> list[FileResult]:
+        out: list[FileResult] = []
+        for p in paths:
+            # a run committed first by a concurrent ingest is "skipped" by ingest_file
+            out.append(ingest_file(store, Path(p), options, stager=self.stager))
+            if on_results is not None:
+                on_results(out[-1:])
+        return out
 
 
 @dataclass(frozen=True)
@@ -50,26 +58,33 @@ class BatchedTask:
     stager: Stager
     grouped: bool
 
-    def run(self, store: Store, paths: tuple[str, ...], options: IngestOptions) -> list[FileResult]:
+    def run(self, store: Store, paths: Iterable[str], options: IngestOptions,
+            on_results: Report | None = None) -> list[FileResult]:
         batch = CommitBatch(store, derive=options.derive)
         group = TinyGroup(store, options, batch) if self.grouped else None
         linker = group if group is not None else OneFile(store, options, batch)
         runs = RunsLookup()  # one connection for the task's "already ingested?" lookups
         out: list[FileResult] = []
+
+        def final(results: list[FileResult]) -> None:
+            out.extend(results)
+            if results and on_results is not None:
+                on_results(results)
+
         try:
             for path in paths:
                 ingest_file(store, Path(path), options, commit=batch, linker=linker,
                             stager=self.stager, runs=runs)
                 if batch.due():
                     batch.flush()
-                out += batch.take()
+                final(batch.take())
         except (KeyboardInterrupt, SystemExit):  # a signal: commit nothing more, release the locks
             batch.abandon()
             raise
         finally:
             runs.close()
             if not batch.abandoned:
-                out += batch.close()
+                final(batch.close())
             if group is not None:
                 group.close()
         return out
@@ -86,9 +101,17 @@ def choose(store: Store, options: IngestOptions) -> TaskStrategy:
     return BatchedTask(stager, grouped=options.group_tiny)
 
 
+#: Where a task hands the results of its files as they become final (each file once).
+Report = Callable[[list[FileResult]], None]
+
+
 @dataclass(frozen=True)
 class Task:
-    """Files one worker ingests in turn, with the strategies chosen for the whole ingest."""
+    """Files one worker ingests in turn, with the strategies chosen for the whole ingest.
+
+    A pulling task (:func:`pull_task`) has no ``paths``: its worker takes them one at a
+    time from the queue it shares with the other workers.
+    """
 
     store: Store
     paths: tuple[str, ...]
@@ -101,4 +124,24 @@ def run_task(task: Task) -> list[FileResult]:
     return task.strategy.run(task.store, task.paths, task.options)
 
 
-__all__ = ["AloneTask", "BatchedTask", "Task", "TaskStrategy", "choose", "run_task"]
+def pull_task(task: Task) -> None:
+    """In a pulling worker: ingest the paths pulled from the shared queue until it says stop.
+
+    Every result goes to the parent through the ``done`` queue as soon as it is final (a
+    batch's results at its commit), one message each, then ``None``: this worker is through. One batch (and
+    one group of tiny traces at a time) serves all the files this worker pulls.
+    """
+    channels = workers.channels()
+
+    def send(results: list[FileResult]) -> None:
+        for result in results:  # one small message each: a pipe write of a few hundred bytes
+            channels.done.put(result)
+
+    try:
+        task.strategy.run(task.store, channels.paths(), task.options, on_results=send)
+    finally:
+        channels.done.put(None)
+
+
+__all__ = ["AloneTask", "BatchedTask", "Report", "Task", "TaskStrategy", "choose", "pull_task",
+           "run_task"]

@@ -26,6 +26,7 @@ import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from tracewh.core.stopping import die_with_parent
@@ -44,16 +45,60 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+@dataclass(frozen=True)
+class Channels:
+    """The queues a pulling worker shares with the process that started it.
+
+    ``todo`` holds the paths still to ingest, then one ``None`` per worker (stop);
+    ``done`` takes the results of a worker's files as they become final (at each commit
+    of its batch), so the parent can report them before the worker ends.
+    """
+
+    todo: Any
+    done: Any
+
+    def paths(self) -> Iterator[str]:
+        """The next path to ingest, pulled one at a time until the stop marker."""
+        while (path := self.todo.get()) is not None:
+            yield path
+
+
+#: This worker process's channels: set once by the pool's initializer (:func:`_start`) in a
+#: pulling worker, never in the process that started the pool. A queue can only reach a
+#: spawned process as an initializer argument, not as a task's.
+_CHANNELS: Channels | None = None
+
+
+def _start(parent: int, channels: Channels | None) -> None:
+    global _CHANNELS
+    die_with_parent(parent)
+    _CHANNELS = channels
+
+
+def channels() -> Channels:
+    """The channels of this pulling worker (raises outside one)."""
+    if _CHANNELS is None:
+        raise RuntimeError("not a pulling worker: no channels")
+    return _CHANNELS
+
+
+def new_channels() -> Channels:
+    """Empty channels for a pool of pulling workers (:func:`worker_pool` ``channels=``)."""
+    ctx = multiprocessing.get_context("spawn")
+    return Channels(ctx.Queue(), ctx.Queue())
+
+
 @contextlib.contextmanager
-def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+def worker_pool(workers: int, *, channels: Channels | None = None) -> Iterator[ProcessPoolExecutor]:
     """A pool of ``workers`` spawned processes, killed (not awaited) when the block fails.
 
     Leaving the block normally waits for the pool, as ``with ProcessPoolExecutor`` does;
-    leaving it by any exception (a signal included) kills the workers first.
+    leaving it by any exception (a signal included) kills the workers first. With
+    ``channels``, each worker gets them (:func:`channels` in the worker).
     """
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=die_with_parent,
-                               initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start,
+                               initargs=(os.getpid(), channels))
     try:
         yield pool
     except BaseException:
