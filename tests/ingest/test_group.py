@@ -139,6 +139,37 @@ def test_grouped_rows_equal_one_by_one(
         assert _rows(grouped, table) == _rows(alone, table), table
 
 
+@pytest.mark.parametrize("big_rows", [1, 300])
+def test_big_runs_written_alone_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big_rows: int
+) -> None:
+    """A group's big runs (their own ``COPY``) beside its small ones (the partitioned ``COPY``):
+    every table's rows are those of each trace ingested alone."""
+    folder = _folder(tmp_path, None)
+    real_copy = group_mod.copy_runs
+    split: list[tuple[str, int, int]] = []  # (table, runs alone, runs of the group)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        runs = args[5]
+        split.append((args[2], len([i for i in kwargs.get("alone", ()) if i in runs]), len(runs)))
+        return real_copy(*args, **kwargs)
+
+    monkeypatch.setattr(group_mod, "copy_runs", spy)
+    monkeypatch.setattr(group_mod, "BIG_RUN_ROWS", big_rows)
+    want = _ingest(tmp_path / "alone", folder, IngestOptions(group_tiny=False))
+    split.clear()
+    got = _ingest(tmp_path / "grouped", folder, IngestOptions())
+    assert got == want
+    events = [(alone, n) for table, alone, n in split if table == "events"]
+    assert events and all(n > 1 for _, n in events)
+    if big_rows == 1:  # every run alone
+        assert all(alone == n for alone, n in events), events
+    else:  # some alone, some partitioned together
+        assert any(0 < alone < n for alone, n in events), events
+    for table in TABLES:
+        assert _rows(tmp_path / "grouped", table) == _rows(tmp_path / "alone", table), table
+
+
 #: Medium real traces (40k-110k events): the nightly folder's biggest members (NCCL kernels,
 #: memcpy/memset and instants, epoch-based decimal timestamps, the python_function module
 #: tree), grouped here with the group's limits raised (a group of them measured no faster

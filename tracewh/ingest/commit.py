@@ -25,7 +25,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -244,6 +244,8 @@ def copy_runs(
     runs: Mapping[str, tuple[date, str]],
     work: Path,
     sink: FileSink,
+    *,
+    alone: Collection[str] = (),
 ) -> dict[str, int]:
     """Write the rows of ``query`` for several runs at once: one file per run; rows per ingest.
 
@@ -251,18 +253,46 @@ def copy_runs(
     writes one file per ``ingest_id`` (a partitioned ``COPY`` into ``work``, local to the
     warehouse), each moved into the table's folder of its run's day, its commit left to
     ``sink`` as :func:`copy_and_commit`'s is: the same files as one run at a time.
+
+    A partitioned ``COPY`` sorts every row by its partition and makes a folder per run: the
+    runs of ``alone`` (big ones), and a single run, are each written by a plain ``COPY`` of
+    their own rows (``WHERE ingest_id = ...``), straight into the table's folder.
     """
     spec = tables()[table]
     row_group = max(16_384, min(131_072, _ROW_GROUP_CELLS // len(spec.columns)))
-    out = work / table
-    sql = (
-        f"COPY (SELECT {_select_list(table)} FROM ({query})) TO $tw_out "
-        f"(FORMAT parquet, {OUTPUT_COMPRESSION}, ROW_GROUP_SIZE {row_group}, "
-        "PARTITION_BY (ingest_id), WRITE_PARTITION_COLUMNS true, RETURN_STATS true)"
-    )
+    options = f"FORMAT parquet, {OUTPUT_COMPRESSION}, ROW_GROUP_SIZE {row_group}"
     counts = dict.fromkeys(runs, 0)
     root = Path(store.table_uri(table))
-    for filename, n, size, *_rest in con.execute(sql, {**params, "tw_out": str(out)}).fetchall():
+    own = list(runs) if len(runs) == 1 else [i for i in runs if i in alone]
+    for ingest_id in own:
+        day, run_id = runs[ingest_id]
+        rel = f"day={day.isoformat()}/part-{uuid.uuid4().hex}-c000.zstd.parquet"
+        out = root / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        where = "" if len(runs) == 1 else " WHERE ingest_id = $tw_run"
+        sql = f"COPY (SELECT {_select_list(table)} FROM ({query}){where}) TO $tw_out ({options})"
+        run_params = {} if len(runs) == 1 else {"tw_run": ingest_id}
+        try:
+            n = int(con.execute(sql, {**params, **run_params, "tw_out": str(out)}).fetchall()[0][0])
+        except BaseException:  # no partial file left in the table's folder
+            out.unlink(missing_ok=True)
+            raise
+        if n == 0:
+            out.unlink(missing_ok=True)
+            continue
+        sink.add_file(ingest_id, table, _add(rel, out.stat().st_size, day, run_id, ingest_id, n))
+        counts[ingest_id] = n
+    if len(own) == len(runs):
+        return counts
+    rest, rest_params = ("", {}) if not own else (
+        " WHERE NOT list_contains($tw_own, ingest_id)", {"tw_own": own})
+    sql = (
+        f"COPY (SELECT {_select_list(table)} FROM ({query}){rest}) TO $tw_out "
+        f"({options}, PARTITION_BY (ingest_id), WRITE_PARTITION_COLUMNS true, RETURN_STATS true)"
+    )
+    out = work / table
+    got = con.execute(sql, {**params, **rest_params, "tw_out": str(out)}).fetchall()
+    for filename, n, size, *_rest in got:
         # the partition folder's value is the ingest_id (hex: no escaping)
         ingest_id = Path(filename).parent.name.removeprefix("ingest_id=")
         day, run_id = runs[ingest_id]

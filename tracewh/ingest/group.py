@@ -66,6 +66,15 @@ GROUP_EVENTS = 250_000
 GROUP_HELD_BYTES = 64 << 20
 
 
+#: A run of a group with at least this many rows of one of :data:`BIG_TABLES` is written by
+#: a ``COPY`` of its own (:func:`~tracewh.ingest.commit.copy_runs`): the partitioned ``COPY``
+#: of the others costs ~1.4 us a row more than a plain one (its sort by run), a statement of
+#: its own ~4 ms.
+BIG_RUN_ROWS = 20_000
+#: Output tables whose rows come from one staged table keyed by ``file_no`` (its name).
+BIG_TABLES = {"events": "s_ev", "flows": "s_flow", "python": "s_py"}
+
+
 @dataclass
 class Member:
     """A staged tiny trace waiting for its group (what ``ingest_file`` knew of it)."""
@@ -219,6 +228,7 @@ class TinyGroup:
             runs = {m.job.ingest_id: (plans[k].day, m.job.run_id) for k, m in enumerate(members)}
             written: dict[str, dict[str, int]] = {m.job.ingest_id: {} for m in members}
             empty = empty_outputs(con)
+            alone = _big_runs(con, members, empty)
             for table, sql_file in OUT_TABLES:
                 if table in empty:
                     for ingest_id in written:
@@ -228,7 +238,8 @@ class TinyGroup:
                     minhash_table(con)
                 query = (INGEST_SQL / sql_file).read_text(encoding="utf-8")
                 params = {"slice_lo": 0, "slice_hi": I64_MAX} if "$slice_lo" in query else {}
-                counts = copy_runs(self.store, con, table, query, params, runs, work, self.batch)
+                counts = copy_runs(self.store, con, table, query, params, runs, work, self.batch,
+                                   alone=alone.get(table, ()))
                 for ingest_id, n in counts.items():
                     written[ingest_id][table] = n
             cats = category_counts(con)
@@ -253,6 +264,26 @@ class TinyGroup:
                 assert failed is not None
                 results.append(failed)
         return results
+
+
+def _big_runs(con: Any, members: list[Member], empty: frozenset[str]) -> dict[str, list[str]]:
+    """The runs of a group whose rows of a big table get a ``COPY`` of their own.
+
+    For the tables whose rows come from one staged table keyed by ``file_no``
+    (:data:`BIG_TABLES`), the runs with at least :data:`BIG_RUN_ROWS` staged rows: their
+    own ``COPY`` reads only their rows (the filter reaches the staged table's scan) and
+    spares the partitioned ``COPY`` sorting them. (A group of one run is always written so.)
+    """
+    if len(members) < 2:
+        return {}
+    out: dict[str, list[str]] = {}
+    for table, staged in BIG_TABLES.items():
+        if table in empty:
+            continue
+        rows = con.execute(f"SELECT file_no FROM {staged} GROUP BY file_no HAVING count(*) >= ?",
+                           [BIG_RUN_ROWS]).fetchall()
+        out[table] = [members[int(k)].job.ingest_id for (k,) in rows]
+    return out
 
 
 def _stage_tables(con: Any, members: list[Member], offsets: list[int], work: Path) -> None:
