@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from tracewh.query.db import connect_catalog, shadow_files
 from tracewh.query.udfs import with_functions
 from tracewh.schema.plain import tables
+from tracewh.storage.bulk import insert_rows
 
 if TYPE_CHECKING:
     import polars as pl
@@ -102,7 +103,6 @@ def write_series(
     if not runs:
         return {}
     spec = tables()["runs"]
-    cols = [c for c, _ in spec.columns]
     tmp = tempfile.mkdtemp(prefix="tracewh-series-")
     con = connect_catalog()
     try:
@@ -112,8 +112,7 @@ def write_series(
             con.execute("SET threads = 1")
         shadow_files(con, {name: list(paths) for name, paths in files.items() if name != "runs"})
         con.execute(f"CREATE OR REPLACE TEMP TABLE raw_runs ({spec.column_defs()})")
-        con.executemany(f"INSERT INTO temp.raw_runs VALUES ({', '.join('?' for _ in cols)})",
-                        [[row.get(c) for c in cols] for row in runs])  # fmt: skip
+        insert_rows(con, "temp.raw_runs", spec.columns, runs)
         select = tables()["run_series"].select_list()
         with_functions(con, lambda: con.execute(
             f"COPY (SELECT {select} FROM run_series_rows ORDER BY run_id, metric, key) "

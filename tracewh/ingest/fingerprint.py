@@ -18,6 +18,7 @@ from typing import Any
 from tracewh.core.categories import MINHASH_SLOTS
 from tracewh.ingest import fast
 from tracewh.ingest.chunks import INGEST_SQL
+from tracewh.storage.bulk import insert_rows
 
 
 def signature(tokens: list[str]) -> list[int]:
@@ -50,9 +51,9 @@ def minhash_table(con: Any) -> None:
         by_file[int(file_no)].append(str(token))
     con.execute("CREATE OR REPLACE TEMP TABLE t_minhash "
                 "(file_no INTEGER, tokens BIGINT, minhash BIGINT[])")
-    if by_file:
-        con.executemany("INSERT INTO t_minhash VALUES (?, ?, ?)",
-                        [[k, len(v), signature(v)] for k, v in sorted(by_file.items())])
+    insert_rows(con, "t_minhash", [("file_no", "INTEGER"), ("tokens", "BIGINT"), ("minhash", "BIGINT[]")],
+                [{"file_no": k, "tokens": len(v), "minhash": signature(v)}
+                 for k, v in sorted(by_file.items())])
 
 
 __all__ = ["minhash_table", "signature", "signature_hashlib"]

@@ -175,9 +175,8 @@ def connect_stage(folder: Path, *, memory_limit: str) -> Any:
         tmp.mkdir(exist_ok=True)
         con.execute("SET temp_directory = ?", [str(tmp)])
         con.execute((INGEST_SQL / "00_stage_tables.sql").read_text(encoding="utf-8"))
-        con.executemany(
-            "INSERT INTO t_gpu_cats VALUES (?)", [[c] for c in sorted(GPU_OP_CATEGORIES)]
-        )
+        con.execute("INSERT INTO t_gpu_cats SELECT unnest($cats::VARCHAR[])",
+                    {"cats": sorted(GPU_OP_CATEGORIES)})
     except BaseException:
         con.close()
         raise

@@ -221,6 +221,7 @@ class Writes:
         import duckdb
 
         from tracewh.schema.plain import tables
+        from tracewh.storage.bulk import insert_rows
 
         spec = tables()[name]
         if spec.partition_by:
@@ -231,10 +232,7 @@ class Writes:
         con = duckdb.connect(config={"threads": 1})
         try:
             con.execute(f"CREATE TEMP TABLE t ({spec.column_defs()})")
-            con.executemany(
-                f"INSERT INTO t VALUES ({', '.join('?' for _ in cols)})",
-                [[row.get(c) for c in cols] for row in rows],
-            )
+            insert_rows(con, "t", spec.columns, rows)
             try:
                 con.execute(
                     f"COPY (SELECT {spec.select_list()} FROM t) TO $out "
