@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -161,6 +163,29 @@ def test_a_killed_worker_fails_every_file_not_reported(tmp_path: Path) -> None:
     assert by_name["dies.json"].outcome == "failed"
     assert "the worker failed: BrokenProcessPool" in (by_name["dies.json"].error or "")
     assert sum(r.outcome == "skipped" for r in out) >= 1  # reported before the pool broke
+
+
+@dataclass(frozen=True)
+class _Unpicklable:
+    """A strategy no worker can receive (it holds a lambda): no task ever runs."""
+
+    hook: Callable[[], None] = lambda: None
+
+    def run(self, *args: Any, **kwargs: Any) -> list[FileResult]:
+        raise AssertionError("never runs")
+
+
+def test_a_task_that_never_reaches_a_worker_fails_its_files_without_hanging(tmp_path: Path) -> None:
+    names = [f"ok{i}.json" for i in range(3)]
+    done: list[list[FileResult]] = []
+    thread = threading.Thread(target=lambda: done.append(_pull(tmp_path, _Unpicklable(), names)),
+                              daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "the parent still waits for results that never come"
+    (out,) = done
+    assert sorted(Path(r.path).name for r in out) == names
+    assert all(r.outcome == "failed" and "the worker failed" in (r.error or "") for r in out)
 
 
 def test_pulling_workers_report_every_file_once(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -246,37 +245,45 @@ def _pulled(task: Task, paths: list[str], jobs: int) -> Iterator[list[FileResult
     """
     n = min(jobs, len(paths))
     channels = new_channels()
+    # a queue's feeder thread waits, at exit, for its items to be read: a lost worker (or a
+    # signal while they are queued) leaves some unread, and this process must not hang on them
+    channels.todo.cancel_join_thread()
     for p in pull_order(paths):
         channels.todo.put(p)
     for _ in range(n):
         channels.todo.put(None)  # one stop marker per worker
-    # a queue's feeder thread waits, at exit, for its items to be read: a lost worker
-    # leaves some unread, and this process must not hang on them
-    channels.todo.cancel_join_thread()
     reported: set[str] = set()
     through = 0
     # workers die with this process and are killed (not awaited) when it stops early:
     # a signal or an error never lets them commit afterwards (tracewh.ingest.workers)
     with worker_pool(n, channels=channels) as pool:
-        futures = [pool.submit(pull_task, task) for _ in range(n)]
+        futures = [pool.submit(pull_task, task) for _ in range(n)]  # each starts its worker
+        channels.sender.close()  # the workers hold theirs: once they are all gone, EOF
         while through < n:
-            try:
-                got = channels.done.get(timeout=0.2)
-            except queue.Empty:
-                if any(f.done() and isinstance(f.exception(), BrokenProcessPool) for f in futures):
-                    break  # a worker died: it sends no stop marker (the pool stopped the others)
+            if not channels.results.poll(0.2):
+                # every task ended (sent all it will send, or never ran: a task that could
+                # not be pickled, a worker killed): nothing more comes
+                if all(f.done() for f in futures) and not channels.results.poll(0):
+                    break
                 continue
+            try:
+                got = channels.results.recv()
+            except EOFError:  # every worker is gone (a killed worker broke the pool)
+                break
             if got is None:
                 through += 1
             else:
                 reported.add(got.path)
                 yield [got]
-        errors = [f.exception() for f in futures]  # every worker is through, or the pool broke
-        error = next((e for e in errors if e is not None), None)
-        if error is not None:
-            yield _lost([p for p in paths if os.path.abspath(p) not in reported], error)
-            if isinstance(error, BrokenProcessPool):
-                raise _Lost from error  # leave the block by an exception: the pool is killed
+        errors = [e for e in (f.exception() for f in futures) if e is not None]
+        # a dead worker first: the pool stopped every other one with it
+        error = next((e for e in errors if isinstance(e, BrokenProcessPool)), None) or (
+            errors[0] if errors else None)
+        lost = [p for p in paths if os.path.abspath(p) not in reported]
+        if lost:
+            yield _lost(lost, error or RuntimeError("no result came back"))
+        if isinstance(error, BrokenProcessPool):
+            raise _Lost from error  # leave the block by an exception: the pool is killed
 
 
 class _Lost(Exception):

@@ -127,7 +127,7 @@ def run_task(task: Task) -> list[FileResult]:
 def pull_task(task: Task) -> None:
     """In a pulling worker: ingest the paths pulled from the shared queue until it says stop.
 
-    Every result goes to the parent through the ``done`` queue as soon as it is final (a
+    Every result goes to the parent through the results pipe as soon as it is final (a
     batch's results at its commit), one message each, then ``None``: this worker is through. One batch (and
     one group of tiny traces at a time) serves all the files this worker pulls.
     """
@@ -135,12 +135,12 @@ def pull_task(task: Task) -> None:
 
     def send(results: list[FileResult]) -> None:
         for result in results:  # one small message each: a pipe write of a few hundred bytes
-            channels.done.put(result)
+            channels.send(result)
 
     try:
         task.strategy.run(task.store, channels.paths(), task.options, on_results=send)
     finally:
-        channels.done.put(None)
+        channels.send(None)
 
 
 __all__ = ["AloneTask", "BatchedTask", "Report", "Task", "TaskStrategy", "choose", "pull_task",

@@ -47,20 +47,29 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
 
 @dataclass(frozen=True)
 class Channels:
-    """The queues a pulling worker shares with the process that started it.
+    """What a pulling worker shares with the process that started it.
 
-    ``todo`` holds the paths still to ingest, then one ``None`` per worker (stop);
-    ``done`` takes the results of a worker's files as they become final (at each commit
-    of its batch), so the parent can report them before the worker ends.
+    ``todo`` (a queue) holds the paths still to ingest, then one ``None`` per worker (stop).
+    Results come back through a pipe (``results``: the parent's end; ``sender``: the
+    workers', each send under ``lock``), so the parent can report each file once it is final
+    (at each commit of its worker's batch). A send is synchronous: what a worker sent is in
+    the pipe before its task ends, so once every task has ended, the pipe holds all there is.
     """
 
     todo: Any
-    done: Any
+    results: Any
+    sender: Any
+    lock: Any
 
     def paths(self) -> Iterator[str]:
         """The next path to ingest, pulled one at a time until the stop marker."""
         while (path := self.todo.get()) is not None:
             yield path
+
+    def send(self, item: object) -> None:
+        """Send ``item`` to the parent (a worker's side)."""
+        with self.lock:
+            self.sender.send(item)
 
 
 #: This worker process's channels: set once by the pool's initializer (:func:`_start`) in a
@@ -85,7 +94,8 @@ def channels() -> Channels:
 def new_channels() -> Channels:
     """Empty channels for a pool of pulling workers (:func:`worker_pool` ``channels=``)."""
     ctx = multiprocessing.get_context("spawn")
-    return Channels(ctx.Queue(), ctx.Queue())
+    results, sender = ctx.Pipe(duplex=False)
+    return Channels(ctx.Queue(), results, sender, ctx.Lock())
 
 
 @contextlib.contextmanager

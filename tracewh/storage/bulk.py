@@ -21,7 +21,10 @@ def insert_rows(
 ) -> None:
     """Insert ``rows`` (``{column: value}``; a missing column is NULL) into ``table``.
 
-    ``columns`` are the table's ``(name, DuckDB type)`` in its column order.
+    ``columns`` are the table's ``(name, DuckDB type)`` in its column order. A column's
+    values go to DuckDB as one list, converted as a whole: they should share one Python type
+    (ints and floats mixed become DOUBLE first, so an int above 2**53 would lose digits; naive
+    and aware datetimes mixed are read alike as UTC), as every caller's rows do.
     """
     if not rows:
         return
