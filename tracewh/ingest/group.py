@@ -59,11 +59,8 @@ from tracewh.storage.store import Store
 #: too: the nightly folder of 120 real traces, 2 processes, 0.96x the time and +25 MB of
 #: PSS summed over the tree with 120,000 / 250,000 against 20,000 / 100,000).
 TINY_EVENTS = 120_000
-#: The group runs once it holds this many files or this many events. 64 files is also a
-#: batch's (``batchcommit.MAX_FILES``; a group runs before its batch commits): against 32,
-#: 120 tiny synthetic traces at ``--jobs 1`` paired 0.80x the time, +6 MB peak RSS; the
-#: nightly folder 0.93x, its tree's PSS unchanged (docs/performance.md, eleventh pass).
-GROUP_FILES = 64
+#: The group runs once it holds this many files or this many events.
+GROUP_FILES = 32
 GROUP_EVENTS = 250_000
 #: ... or once its members hold this many bytes of staged buffers in memory (``Staged.held``)
 GROUP_HELD_BYTES = 64 << 20
