@@ -171,6 +171,8 @@ if where == "delta":  # staging is fine; the limit hits the table writer (DuckDB
     derive.copy_and_commit = limited(derive.copy_and_commit)
     group.copy_runs = limited(group.copy_runs)
 else:
+    import tracewh.ingest.fast as fast
+    fast.HOLD_EVENTS = 0  # staged to files as a bigger trace is (this one would stay in memory)
     Warehouse(root).store.create()
     set_limit()
 print(json.dumps(Warehouse(root).ingest([path]).to_dict()))

@@ -286,15 +286,22 @@ def copy_runs(
         return counts
     rest, rest_params = ("", {}) if not own else (
         " WHERE NOT list_contains($tw_own, ingest_id)", {"tw_own": own})
+    # files side by side in one folder (HIVE_FILE_PATTERN false: no folder per run to make
+    # and remove, each an inode), each one's run from its partition_keys
     sql = (
         f"COPY (SELECT {_select_list(table)} FROM ({query}){rest}) TO $tw_out "
-        f"({options}, PARTITION_BY (ingest_id), WRITE_PARTITION_COLUMNS true, RETURN_STATS true)"
+        f"({options}, PARTITION_BY (ingest_id), WRITE_PARTITION_COLUMNS true, "
+        "HIVE_FILE_PATTERN false, FILENAME_PATTERN 'part-{uuid}', RETURN_STATS true)"
     )
     out = work / table
-    got = con.execute(sql, {**params, **rest_params, "tw_out": str(out)}).fetchall()
-    for filename, n, size, *_rest in got:
-        # the partition folder's value is the ingest_id (hex: no escaping)
-        ingest_id = Path(filename).parent.name.removeprefix("ingest_id=")
+    cursor = con.execute(sql, {**params, **rest_params, "tw_out": str(out)})
+    names = [d[0] for d in cursor.description]
+    got = cursor.fetchall()
+    at_file, at_n, at_size, at_keys = (names.index(k) for k in (
+        "filename", "count", "file_size_bytes", "partition_keys"))
+    for row in got:
+        filename, n, size = row[at_file], row[at_n], row[at_size]
+        ingest_id = row[at_keys]["ingest_id"]
         day, run_id = runs[ingest_id]
         if not n:
             continue

@@ -296,8 +296,9 @@ def _stage_tables(con: Any, members: list[Member], offsets: list[int], work: Pat
     or a schema file written into ``work``.
     """
     for name in STAGING_TABLES:
-        # s_ev: every `ph: X` row but python_function, the GPU ops' (gev) included
-        tables = ("ev", "gev") if name == "ev" else (name,)
+        # s_ev (every `ph: X` row but python_function, the GPU ops' included): a view over
+        # s_ev_own and s_gev, the GPU ops' rows held once (their long names and args)
+        tables = (name,)
         selects, registered = [], []
         empty: Path | None = None
         for k, m in enumerate(members):
@@ -324,10 +325,12 @@ def _stage_tables(con: Any, members: list[Member], offsets: list[int], work: Pat
                 empty = work / "schema" / tables[0] / "schema.parquet"
             selects.append(f"SELECT *, CAST(0 AS INTEGER) AS file_no FROM {parquet_files([empty])}")
         try:
-            con.execute(f"CREATE TEMP TABLE s_{name} AS {' UNION ALL '.join(selects)}")
+            table = "s_ev_own" if name == "ev" else f"s_{name}"
+            con.execute(f"CREATE TEMP TABLE {table} AS {' UNION ALL '.join(selects)}")
         finally:
             for view in registered:
                 con.unregister(view)
+    con.execute("CREATE TEMP VIEW s_ev AS SELECT * FROM s_ev_own UNION ALL SELECT * FROM s_gev")
 
 
 __all__ = ["GROUP_EVENTS", "GROUP_FILES", "GROUP_HELD_BYTES", "TINY_EVENTS", "Member", "TinyGroup"]
