@@ -225,10 +225,10 @@ WHERE r.ts_ns IS NOT NULL AND r.pid IS NOT NULL AND r.tid IS NOT NULL
 CREATE OR REPLACE TEMP TABLE t_sweep AS
 SELECT file_no, pid, tid, k, kind, event_index, end_ns, depth_o, depth_m, depth_a
 FROM (
-    SELECT *,
-           sum(CASE WHEN kind = 'o' THEN d ELSE 0 END) OVER w AS depth_o,
-           sum(CASE WHEN kind = 'm' THEN d ELSE 0 END) OVER w AS depth_m,
-           sum(CASE WHEN kind = 'a' THEN d ELSE 0 END) OVER w AS depth_a
+    SELECT *,  -- the levels as INTEGER (a sum's HUGEINT is 16 bytes a value, 3 a row)
+           CAST(sum(CASE WHEN kind = 'o' THEN d ELSE 0 END) OVER w AS INTEGER) AS depth_o,
+           CAST(sum(CASE WHEN kind = 'm' THEN d ELSE 0 END) OVER w AS INTEGER) AS depth_m,
+           CAST(sum(CASE WHEN kind = 'a' THEN d ELSE 0 END) OVER w AS INTEGER) AS depth_a
     FROM (
         SELECT file_no, pid, tid, 2 * ts_ns + 1 AS k, 'o' AS kind, false AS launch, 1 AS d,
                end_ns AS o, event_index, end_ns
