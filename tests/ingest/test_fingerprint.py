@@ -62,3 +62,17 @@ def test_the_extension_refuses_what_is_not_text() -> None:
     with pytest.raises(ValueError):
         module.minhash(["a"], -1)
     assert module.minhash(["a"], 0) == []
+
+
+@pytest.mark.skipif(module is None, reason="the extension is not built")
+@pytest.mark.parametrize("slots", [1, 7, 9, 11, 100, 1005])
+def test_the_extension_hashes_any_slot_count(slots: int) -> None:
+    """The extension hashes 8 slots at once, in batches whose prefixes ``<i>:`` have one
+    length: short batches and longer prefixes give each slot its own least md5."""
+    import hashlib
+
+    tokens = ["", "a", "abcdefg", "k:" + "x" * 60, "o:aten::mm:" + "é" * 40]
+    want = [min(int.from_bytes(hashlib.md5(f"{i}:{t}".encode()).digest()[8:], "little")
+                for t in tokens) >> 1 for i in range(slots)]
+    assert module is not None
+    assert module.minhash(tokens, slots) == want
