@@ -73,11 +73,17 @@ def _pull(tmp_path: Path, strategy: object, names: list[str]) -> list[FileResult
     return out
 
 
+def _each_once(out: list[FileResult], names: list[str]) -> dict[str, FileResult]:
+    """``out`` by file name, each file of ``names`` reported exactly once."""
+    by_name = {Path(r.path).name: r for r in out}
+    assert sorted(by_name) == sorted(names) and len(out) == len(names)  # each file once
+    return by_name
+
+
 def test_a_worker_that_raises_fails_its_file_and_the_others_go_on(tmp_path: Path) -> None:
     names = ["raises.json", *(f"ok{i}.json" for i in range(8))]
     out = _pull(tmp_path, _FailsOn("raises"), names)
-    by_name = {Path(r.path).name: r for r in out}
-    assert sorted(by_name) == sorted(names) and len(out) == len(names)  # each file once
+    by_name = _each_once(out, names)
     assert by_name["raises.json"].outcome == "failed"
     assert "the worker failed: RuntimeError: the worker's own bug" in (by_name["raises.json"].error or "")
     assert all(by_name[n].outcome == "skipped" for n in names[1:])  # the other worker took them
@@ -86,8 +92,7 @@ def test_a_worker_that_raises_fails_its_file_and_the_others_go_on(tmp_path: Path
 def test_a_killed_worker_fails_every_file_not_reported(tmp_path: Path) -> None:
     names = ["dies.json", *(f"ok{i}.json" for i in range(8))]
     out = _pull(tmp_path, _FailsOn("dies"), names)
-    by_name = {Path(r.path).name: r for r in out}
-    assert sorted(by_name) == sorted(names) and len(out) == len(names)  # each file once
+    by_name = _each_once(out, names)
     assert by_name["dies.json"].outcome == "failed"
     assert "the worker failed: BrokenProcessPool" in (by_name["dies.json"].error or "")
     assert sum(r.outcome == "skipped" for r in out) >= 1  # reported before the pool broke
