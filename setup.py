@@ -52,7 +52,8 @@ setup(
             "tracewh.ingest._fastshred",
             ["tracewh/ingest/_fastshred.c"],
             depends=["tracewh/ingest/_fastscan.c", "tracewh/ingest/_fastscan.h",
-                     "tracewh/ingest/_fastarrow.c", "tracewh/ingest/_fastminhash.c"],
+                     "tracewh/ingest/_fastarrow.c", "tracewh/ingest/_fastminhash.c",
+                     "tracewh/ingest/_fastbytes.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                 "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
         )

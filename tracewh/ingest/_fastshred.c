@@ -1085,6 +1085,7 @@ static PyObject *Shredder_get_fast(Shredder *self, void *Py_UNUSED(closure)) {
 
 #include "_fastarrow.c"
 #include "_fastminhash.c"
+#include "_fastbytes.c"
 
 static PyMethodDef Shredder_methods[] = {
     {"shred", (PyCFunction)Shredder_shred, METH_VARARGS, shred_doc},
@@ -1163,6 +1164,9 @@ static PyMethodDef module_methods[] = {
     {"minhash", minhash, METH_VARARGS,
      "minhash(tokens, slots) -> [int]: the fingerprints' MinHash signature of a run's "
      "tokens (str): slot i the least md5_number_lower('<i>:' || token) >> 1; [] for none."},
+    {"count", count, METH_VARARGS,
+     "count(buffer, needle, start=0) -> int: bytes.count(needle, start), sixteen bytes at "
+     "a time (the quotes and keys of every decompressed chunk)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {

@@ -20,7 +20,7 @@ from typing import IO, Any
 from tracewh.core.errors import TraceFormatError
 from tracewh.ingest.files import HashingFile, open_regular
 from tracewh.ingest.strings import CAP as STRING_CAP
-from tracewh.ingest.strings import StringCapper
+from tracewh.ingest.strings import StringCapper, count_bytes
 
 _HEAD_CAP = 16 << 20  # header bytes we are willing to keep before the first event
 _TAIL_KEEP = 1 << 20  # trailing bytes kept to find the trailer
@@ -34,11 +34,76 @@ def open_decompressed(path: Path) -> tuple[IO[bytes], HashingFile]:
     buffered = io.BufferedReader(raw, buffer_size=_CHUNK)
     try:
         if buffered.peek(2)[:2] == b"\x1f\x8b":
-            return gzip.GzipFile(fileobj=buffered, mode="rb"), raw  # type: ignore[return-value]
+            return GzipMembers(buffered), raw  # type: ignore[return-value]
     except BaseException:
         raw.close()
         raise
     return buffered, raw
+
+
+_GZIP_IN = 1 << 15  # compressed bytes fed to zlib at a time
+_EOF_MESSAGE = "Compressed file ended before the end-of-stream marker was reached"
+
+
+class GzipMembers(io.RawIOBase):
+    """The decompressed bytes of a gzip file, as :class:`gzip.GzipFile` reads them, faster.
+
+    zlib itself reads each member's header and checks its CRC-32 and size (``wbits`` 31):
+    ``GzipFile`` does both in Python around a raw inflate (~0.25 s more per GB of JSON).
+    Like ``GzipFile``: members one after the other, zero bytes between or after them
+    skipped, anything else after a member ``BadGzipFile``, a file ending inside a member
+    ``EOFError``, damaged data ``zlib.error``. A read returns at most ``size`` bytes, and
+    memory stays bounded (zlib's output is capped, so a highly compressed member never
+    comes out whole).
+    """
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self._inner = inner
+        self._zlib = zlib.decompressobj(31)
+        self._input = b""  # compressed bytes read and not yet fed (a next member's start)
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = size if size is not None and size > 0 else _CHUNK
+        while not self._done:
+            if self._zlib.eof and not self._next_member():
+                self._done = True
+                break
+            data = self._zlib.unconsumed_tail or self._input or self._inner.read(_GZIP_IN)
+            self._input = b""
+            out = self._zlib.decompress(data, want)
+            if out:
+                return out
+            if not data and not self._zlib.eof:
+                raise EOFError(_EOF_MESSAGE)
+        return b""
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def _next_member(self) -> bool:
+        """After a member: whether another one follows (then zlib is set to read it)."""
+        rest = self._zlib.unused_data.lstrip(b"\0")
+        while not rest:
+            more = self._inner.read(_GZIP_IN)
+            if not more:
+                return False
+            rest = more.lstrip(b"\0")
+        while len(rest) < 2 and (more := self._inner.read(_GZIP_IN)):
+            rest += more
+        if rest[:2] != b"\x1f\x8b":
+            raise gzip.BadGzipFile(f"Not a gzipped file ({rest[:2]!r})")
+        self._zlib, self._input = zlib.decompressobj(31), rest
+        return True
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
 
 
 # An event separator at the top level of ``traceEvents``: ``}`` ``,`` ``{`` with
@@ -123,9 +188,12 @@ class Tee(io.RawIOBase):
             if data:
                 break
         self.offset += len(data)
-        window = self._key_carry + data  # a key split across two reads is counted once
-        self.key_hits += window.count(_EVENTS_KEY)
-        self._key_carry = window[-(len(_EVENTS_KEY) - 1):]
+        # a key split across two reads is counted once: in the carried bytes and the start
+        # of these (too short to hold a whole key either of them)
+        keep = len(_EVENTS_KEY) - 1
+        carry = self._key_carry + data[:keep]
+        self.key_hits += count_bytes(carry, _EVENTS_KEY) + count_bytes(data, _EVENTS_KEY)
+        self._key_carry = carry[-keep:] if len(data) < keep else data[-keep:]
         if self.recording_head:
             self.head += data
             if len(self.head) > _HEAD_CAP:
