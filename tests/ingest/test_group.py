@@ -352,3 +352,36 @@ def test_a_file_changed_before_its_group_runs_fails_alone(
     assert len(_rows(root, "runs")) == 2
     assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
     assert Warehouse(root).verify().ok
+
+
+def test_the_group_keeps_block_memory_and_runs_without_that_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's DuckDB asks for GROUP_BLOCK_SHARE of its limit as block-allocator memory;
+    a DuckDB that does not know the setting opens without it and the group still runs."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        write_trace(folder / f"r{i}.pt.trace.json.gz", SynthConfig(steps=1, layers=1, seed=90 + i))
+    real = group_mod.duckdb.connect
+    asked: list[dict[str, Any]] = []
+
+    def without_block_allocator(*args: Any, **kwargs: Any) -> Any:
+        config = kwargs.get("config") or {}
+        if "block_allocator_memory" in config:
+            asked.append(dict(config))
+            raise group_mod.duckdb.InvalidInputException("options were not recognized")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(group_mod.duckdb, "connect", without_block_allocator)
+    report = Warehouse(tmp_path / "wh").ingest([folder], jobs=1)
+    monkeypatch.undo()
+    assert [r.outcome for r in report.results] == ["ingested"] * 3
+    assert asked and asked[0] == {"memory_limit": "80MB", "threads": 1,
+                                  "block_allocator_memory": f"{int(80 * 1024 * 1024 * 0.6)}B"}
+    con = group_mod._connect(IngestOptions())
+    try:
+        got = con.execute("SELECT current_setting('block_allocator_memory')").fetchone()[0]
+    finally:
+        con.close()
+    assert got == "48.0 MiB"
