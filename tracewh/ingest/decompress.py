@@ -43,6 +43,10 @@ def open_decompressed(path: Path) -> tuple[IO[bytes], HashingFile]:
 
 _GZIP_IN = 1 << 15  # compressed bytes fed to zlib at a time
 _EOF_MESSAGE = "Compressed file ended before the end-of-stream marker was reached"
+_TRAILER_ERRORS = (
+    ("incorrect data check", "CRC check failed (the member's CRC-32 does not match its data)"),
+    ("incorrect length check", "Incorrect length of data produced"),
+)
 
 
 class GzipMembers(io.RawIOBase):
@@ -51,8 +55,8 @@ class GzipMembers(io.RawIOBase):
     zlib itself reads each member's header and checks its CRC-32 and size (``wbits`` 31):
     ``GzipFile`` does both in Python around a raw inflate (~0.25 s more per GB of JSON).
     Like ``GzipFile``: members one after the other, zero bytes between or after them
-    skipped, anything else after a member ``BadGzipFile``, a file ending inside a member
-    ``EOFError``, damaged data ``zlib.error``. A read returns at most ``size`` bytes, and
+    skipped, anything else after a member or a wrong CRC-32 or size ``BadGzipFile``, a file
+    ending inside a member ``EOFError``, damaged data ``zlib.error``. A read returns at most ``size`` bytes, and
     memory stays bounded (zlib's output is capped, so a highly compressed member never
     comes out whole).
     """
@@ -74,7 +78,13 @@ class GzipMembers(io.RawIOBase):
                 break
             data = self._zlib.unconsumed_tail or self._input or self._inner.read(_GZIP_IN)
             self._input = b""
-            out = self._zlib.decompress(data, want)
+            try:
+                out = self._zlib.decompress(data, want)
+            except zlib.error as exc:  # the trailer's checks in gzip's words
+                for zlib_says, gzip_says in _TRAILER_ERRORS:
+                    if zlib_says in str(exc):
+                        raise gzip.BadGzipFile(gzip_says) from exc
+                raise
             if out:
                 return out
             if not data and not self._zlib.eof:
