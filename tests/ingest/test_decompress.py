@@ -7,12 +7,21 @@ import io
 import random
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tracewh.ingest import decompress
 from tracewh.ingest.decompress import GzipMembers, Tee, open_decompressed
 from tracewh.ingest.strings import count_bytes
+
+
+@pytest.fixture(params=["zlib", "isal"])
+def inflater(request: pytest.FixtureRequest) -> Any:
+    """Each inflater GzipMembers can use: zlib's, ISA-L's (the ``fast`` extra, when installed)."""
+    if request.param == "isal":
+        return pytest.importorskip("isal.isal_zlib").decompressobj
+    return zlib.decompressobj
 
 
 def _doc(n: int, seed: int = 0) -> bytes:
@@ -33,7 +42,7 @@ def _read_all(stream: io.RawIOBase, size: int) -> bytes:
 
 
 @pytest.mark.parametrize("size", [1, 7, 4096, 1 << 16])
-def test_members_padding_and_headers_read_as_gzip_reads_them(size: int) -> None:
+def test_members_padding_and_headers_read_as_gzip_reads_them(size: int, inflater: Any) -> None:
     doc = _doc(3000)
     named = io.BytesIO()
     with gzip.GzipFile(filename="trace.json", mode="wb", fileobj=named, mtime=5) as gz:
@@ -42,23 +51,24 @@ def test_members_padding_and_headers_read_as_gzip_reads_them(size: int) -> None:
         + gzip.compress(doc[5000:], compresslevel=1) + b"\0" * 700
     expected = gzip.decompress(blob)
     assert expected == doc
-    stream = GzipMembers(io.BufferedReader(io.BytesIO(blob)))
+    stream = GzipMembers(io.BufferedReader(io.BytesIO(blob)), inflater)
     assert _read_all(stream, size if size > 1 else 1 << 16) == doc
 
 
-def test_a_highly_compressed_member_comes_out_in_bounded_reads() -> None:
+def test_a_highly_compressed_member_comes_out_in_bounded_reads(inflater: Any) -> None:
     blob = gzip.compress(b"\0" * (50 << 20))
-    stream = GzipMembers(io.BufferedReader(io.BytesIO(blob)))
+    stream = GzipMembers(io.BufferedReader(io.BytesIO(blob)), inflater)
     sizes = []
     while chunk := stream.read(1 << 16):
         sizes.append(len(chunk))
     assert sum(sizes) == 50 << 20 and max(sizes) <= 1 << 16
 
 
-def _errors(blob: bytes) -> tuple[type[BaseException] | None, type[BaseException] | None]:
+def _errors(blob: bytes, inflater: Any) -> tuple[type[BaseException] | None, ...]:
     """The exception types ``gzip`` and :class:`GzipMembers` raise reading ``blob`` whole."""
     found: list[type[BaseException] | None] = []
-    for stream in (gzip.GzipFile(fileobj=io.BytesIO(blob)), GzipMembers(io.BytesIO(blob))):
+    streams = (gzip.GzipFile(fileobj=io.BytesIO(blob)), GzipMembers(io.BytesIO(blob), inflater))
+    for stream in streams:
         try:
             _read_all(stream, 1 << 16)
             found.append(None)
@@ -67,7 +77,7 @@ def _errors(blob: bytes) -> tuple[type[BaseException] | None, type[BaseException
     return found[0], found[1]
 
 
-def test_damage_raises_what_gzip_raises() -> None:
+def test_damage_raises_what_gzip_raises(inflater: Any) -> None:
     good = gzip.compress(_doc(500))
     crc = bytearray(good)
     crc[-8] ^= 0xFF
@@ -84,8 +94,9 @@ def test_damage_raises_what_gzip_raises() -> None:
         "bad size": (bytes(isize), gzip.BadGzipFile, gzip.BadGzipFile),
     }
     for name, (blob, by_gzip, by_us) in cases.items():
-        assert _errors(blob) == (by_gzip, by_us), name
-    assert _errors(bytes(body))[1] in (zlib.error, EOFError)
+        assert _errors(blob, inflater) == (by_gzip, by_us), name
+    assert _errors(bytes(body), inflater)[1] in (zlib.error, EOFError, gzip.BadGzipFile)
+    assert _errors(b"\x1f\x8b" + bytes(range(256)) * 4, inflater)[1] is zlib.error
 
 
 def test_damaged_gzip_is_a_trace_format_error_naming_the_file(tmp_path: Path) -> None:
@@ -95,7 +106,7 @@ def test_damaged_gzip_is_a_trace_format_error_naming_the_file(tmp_path: Path) ->
     path.write_bytes(bytes(good))
     inner, raw = open_decompressed(path)
     tee = Tee(inner, path, raw=raw)
-    with pytest.raises(decompress.TraceFormatError, match="corrupt gzip data: CRC check failed") as err:
+    with pytest.raises(decompress.TraceFormatError, match="corrupt gzip data: CRC") as err:
         while tee.read(1 << 16):
             pass
     assert str(path) in str(err.value)

@@ -47,9 +47,9 @@ def test_metadata_is_declared_once_and_complete() -> None:
     assert project["license"] == "MIT" and (REPO / project["license-files"][0]).is_file()
     assert "Typing :: Typed" in project["classifiers"] and (REPO / "tracewh" / "py.typed").is_file()
     extras = project["optional-dependencies"]
-    assert set(extras) == {"report", "dask", "s3", "capture", "mcp", "docs", "dev"}
+    assert set(extras) == {"report", "fast", "dask", "s3", "capture", "mcp", "docs", "dev"}
     base = {re.split(r"[<>=\[; ]", d)[0].lower() for d in project["dependencies"]}
-    assert not base & {"altair", "vl-convert-python", "torch", "dask", "s3fs", "mcp", "mkdocs"}
+    assert not base & {"altair", "vl-convert-python", "torch", "dask", "s3fs", "mcp", "mkdocs", "isal"}
     assert {"build", "twine"} <= {re.split(r"[<>=\[; ]", d)[0] for d in extras["dev"]}
 
 

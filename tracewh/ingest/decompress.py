@@ -13,7 +13,7 @@ import gzip
 import io
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,29 +41,50 @@ def open_decompressed(path: Path) -> tuple[IO[bytes], HashingFile]:
     return buffered, raw
 
 
-_GZIP_IN = 1 << 15  # compressed bytes fed to zlib at a time
+_GZIP_IN = 1 << 15  # compressed bytes fed to the inflater at a time
 _EOF_MESSAGE = "Compressed file ended before the end-of-stream marker was reached"
-_TRAILER_ERRORS = (
+_TRAILER_ERRORS = (  # the trailer's checks as the inflaters word them, and as gzip does
     ("incorrect data check", "CRC check failed (the member's CRC-32 does not match its data)"),
     ("incorrect length check", "Incorrect length of data produced"),
+    ("Incorrect checksum found",  # ISA-L: either of the two
+     "CRC-32 or size check failed (the member's trailer does not match its data)"),
 )
+
+
+def _inflater() -> tuple[str, Callable[..., Any], tuple[type[Exception], ...]]:
+    """What inflates gzip members: ISA-L's ``decompressobj`` where the ``fast`` extra
+    (python-isal) is installed (~3x zlib's rate, the same header and trailer checks),
+    else zlib's; its name and the errors it raises."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return "zlib", zlib.decompressobj, (zlib.error,)
+    isal_error: type[Exception] = isal_zlib.error  # type: ignore[assignment]  # typed an instance
+    return "isal", isal_zlib.decompressobj, (zlib.error, isal_error)
+
+
+#: ``"isal"`` (the ``fast`` extra) or ``"zlib"``: see :func:`_inflater`.
+INFLATER, _DECOMPRESSOBJ, _INFLATE_ERRORS = _inflater()
 
 
 class GzipMembers(io.RawIOBase):
     """The decompressed bytes of a gzip file, as :class:`gzip.GzipFile` reads them, faster.
 
-    zlib itself reads each member's header and checks its CRC-32 and size (``wbits`` 31):
-    ``GzipFile`` does both in Python around a raw inflate (~0.25 s more per GB of JSON).
-    Like ``GzipFile``: members one after the other, zero bytes between or after them
-    skipped, anything else after a member or a wrong CRC-32 or size ``BadGzipFile``, a file
-    ending inside a member ``EOFError``, damaged data ``zlib.error``. A read returns at most ``size`` bytes, and
-    memory stays bounded (zlib's output is capped, so a highly compressed member never
-    comes out whole).
+    The inflater (zlib, or ISA-L with the ``fast`` extra: :data:`INFLATER`) reads each
+    member's header and checks its CRC-32 and size itself (``wbits`` 31): ``GzipFile``
+    does both in Python around a raw inflate (~0.25 s more per GB of JSON). Like
+    ``GzipFile``: members one after the other, zero bytes between or after them skipped,
+    anything else after a member or a wrong CRC-32 or size ``BadGzipFile``, a file ending
+    inside a member ``EOFError``, damaged data ``zlib.error`` (whichever inflater). A read
+    returns at most ``size`` bytes, and memory stays bounded (the inflater's output is
+    capped, so a highly compressed member never comes out whole). ``decompressobj``:
+    another inflater's (tests).
     """
 
-    def __init__(self, inner: IO[bytes]) -> None:
+    def __init__(self, inner: IO[bytes], decompressobj: Callable[..., Any] | None = None) -> None:
         self._inner = inner
-        self._zlib = zlib.decompressobj(31)
+        self._new = decompressobj or _DECOMPRESSOBJ
+        self._zlib = self._new(31)
         self._input = b""  # compressed bytes read and not yet fed (a next member's start)
         self._done = False
 
@@ -79,12 +100,14 @@ class GzipMembers(io.RawIOBase):
             data = self._zlib.unconsumed_tail or self._input or self._inner.read(_GZIP_IN)
             self._input = b""
             try:
-                out = self._zlib.decompress(data, want)
-            except zlib.error as exc:  # the trailer's checks in gzip's words
-                for zlib_says, gzip_says in _TRAILER_ERRORS:
-                    if zlib_says in str(exc):
+                out: bytes = self._zlib.decompress(data, want)
+            except _INFLATE_ERRORS as exc:  # the trailer's checks in gzip's words
+                for says, gzip_says in _TRAILER_ERRORS:
+                    if says in str(exc):
                         raise gzip.BadGzipFile(gzip_says) from exc
-                raise
+                if isinstance(exc, zlib.error):
+                    raise
+                raise zlib.error(str(exc)) from exc  # one error type, whichever inflater
             if out:
                 return out
             if not data and not self._zlib.eof:
@@ -108,7 +131,7 @@ class GzipMembers(io.RawIOBase):
             rest += more
         if rest[:2] != b"\x1f\x8b":
             raise gzip.BadGzipFile(f"Not a gzipped file ({rest[:2]!r})")
-        self._zlib, self._input = zlib.decompressobj(31), rest
+        self._zlib, self._input = self._new(31), rest
         return True
 
     def close(self) -> None:
