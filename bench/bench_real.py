@@ -157,11 +157,14 @@ def bench_data() -> Path:
 
 
 def _load() -> str:
+    """The host's load and the gzip inflater tracewh's ingest uses here (the ``fast`` extra)."""
+    from tracewh.ingest.decompress import INFLATER
+
     try:
         one, five, fifteen = os.getloadavg()
-        return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+        return f"load {one:.2f} {five:.2f} {fifteen:.2f}; gzip inflater {INFLATER}"
     except OSError:
-        return "load n/a"
+        return f"load n/a; gzip inflater {INFLATER}"
 
 
 def _tmp() -> str:
