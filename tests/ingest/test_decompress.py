@@ -142,3 +142,28 @@ def test_count_bytes_is_bytes_count() -> None:
     for data in (b"a" * 150, b"ab" * 90, b'"' * 5000):
         for needle in (b"aa", b"aaa", b"abab", b"a" * 17, b'""', b'"'):
             assert count_bytes(data, needle) == data.count(needle)
+
+
+def test_read_sizes_follow_the_raw_io_contract(inflater: Any) -> None:
+    """read(0) gives nothing and consumes nothing (ijson asks it first), read() and read(-1)
+    everything, readinto fills at most the buffer."""
+    doc = _doc(3000)
+    for whole in (lambda s: s.read(), lambda s: s.read(-1), lambda s: s.read(None)):
+        stream = GzipMembers(io.BytesIO(gzip.compress(doc)), inflater)
+        assert stream.read(0) == b""
+        assert whole(stream) == doc
+    stream = GzipMembers(io.BytesIO(gzip.compress(doc)), inflater)
+    assert stream.readinto(bytearray(0)) == 0
+    buf = bytearray(10)
+    assert stream.readinto(memoryview(buf)) == 10 and bytes(buf) == doc[:10]
+    assert stream.read() == doc[10:]
+
+
+def test_a_duplicate_events_key_is_found_in_a_gzip_file(tmp_path: Path) -> None:
+    from tracewh.ingest.reader import duplicate_events_keys
+
+    doc = b'{"traceEvents": [], "x": {"traceEvents": 1}, "traceEvents": []}'
+    for name, data in (("t.json", doc), ("t.json.gz", gzip.compress(doc))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert duplicate_events_keys(path) == 2, name

@@ -8,6 +8,8 @@ Python (``native=False``). Each must store the same rows and anomalies.
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
 import subprocess
 import sys
@@ -79,13 +81,14 @@ def test_every_path_cuts_the_same_values(tmp_path: Path, items: int) -> None:
 
 
 def test_two_trace_event_arrays_fail_the_same_in_every_path(tmp_path: Path) -> None:
-    for name, how in PATHS.items():
+    for (name, how), suffix in itertools.product(PATHS.items(), (".json", ".json.gz")):
         if how["native"] and fast.native() is None:
             continue
-        path = tmp_path / f"{name}.json"
-        path.write_text(_doc("[[1]]", escaped_key=bool(how.get("escaped_key")), twice=True))
-        outcome, info, _ = _ingest(path, tmp_path / f"wh-{name}", native=bool(how["native"]))
-        assert outcome == "failed", (name, info)
+        path = tmp_path / f"{name}{suffix}"  # gzip: the key count reads through GzipMembers
+        text = _doc("[[1]]", escaped_key=bool(how.get("escaped_key")), twice=True).encode()
+        path.write_bytes(gzip.compress(text) if suffix.endswith(".gz") else text)
+        outcome, info, _ = _ingest(path, tmp_path / f"wh-{name}{suffix}", native=bool(how["native"]))
+        assert outcome == "failed", (name, suffix, info)
         assert "2 top-level traceEvents arrays (a duplicate key)" in info["error"], (name, info)
     # the string "traceEvents" as a name or a value is no second key
     path = tmp_path / "named.json"

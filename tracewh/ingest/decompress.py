@@ -46,8 +46,8 @@ _EOF_MESSAGE = "Compressed file ended before the end-of-stream marker was reache
 _TRAILER_ERRORS = (  # the trailer's checks as the inflaters word them, and as gzip does
     ("incorrect data check", "CRC check failed (the member's CRC-32 does not match its data)"),
     ("incorrect length check", "Incorrect length of data produced"),
-    ("Incorrect checksum found",  # ISA-L: either of the two
-     "CRC-32 or size check failed (the member's trailer does not match its data)"),
+    ("Incorrect checksum found",  # ISA-L: the trailer's CRC-32 or size, or the header's CRC
+     "CRC or size check failed (the member does not match its checksums)"),
 )
 
 
@@ -75,8 +75,9 @@ class GzipMembers(io.RawIOBase):
     does both in Python around a raw inflate (~0.25 s more per GB of JSON). Like
     ``GzipFile``: members one after the other, zero bytes between or after them skipped,
     anything else after a member or a wrong CRC-32 or size ``BadGzipFile``, a file ending
-    inside a member ``EOFError``, damaged data ``zlib.error`` (whichever inflater). A read
-    returns at most ``size`` bytes, and memory stays bounded (the inflater's output is
+    inside a member ``EOFError``, damaged data ``zlib.error`` (whichever inflater; zlib
+    also refuses a header whose own CRC is wrong or that sets reserved flags, which ``gzip``
+    reads past). A read returns at most ``size`` bytes (``read(0)`` none, ``read()`` all), and memory stays bounded (the inflater's output is
     capped, so a highly compressed member never comes out whole). ``decompressobj``:
     another inflater's (tests).
     """
@@ -92,7 +93,11 @@ class GzipMembers(io.RawIOBase):
         return True
 
     def read(self, size: int | None = -1) -> bytes:
-        want = size if size is not None and size > 0 else _CHUNK
+        if size is None or size < 0:
+            return self.readall()  # RawIOBase's: read() and read(-1) read everything
+        if size == 0:
+            return b""  # ijson asks read(0) first to learn the stream's type
+        want = size
         while not self._done:
             if self._zlib.eof and not self._next_member():
                 self._done = True
@@ -115,9 +120,13 @@ class GzipMembers(io.RawIOBase):
         return b""
 
     def readinto(self, b: Any) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
+        view = memoryview(b).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
+
+    def readall(self) -> bytes:
+        return b"".join(iter(lambda: self.read(_CHUNK), b""))
 
     def _next_member(self) -> bool:
         """After a member: whether another one follows (then zlib is set to read it)."""

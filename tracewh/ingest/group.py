@@ -65,7 +65,8 @@ GROUP_FILES = 32
 GROUP_EVENTS = 250_000
 #: ... or once its members hold this many bytes of staged buffers in memory (``Staged.held``)
 GROUP_HELD_BYTES = 64 << 20
-#: Share of the group's ``memory_limit`` kept by DuckDB's block allocator
+#: Share of the group's ``memory_limit`` (read as MiB; DuckDB's MB are 10^6 bytes, so ~63%)
+#: kept by DuckDB's block allocator
 #: (``block_allocator_memory``: taken as used, never given back while the group's database
 #: is open). A group's tables and sorts overflow its limit and are read back; without it
 #: each evicted block's memory went back to the system and faulted in again when reused

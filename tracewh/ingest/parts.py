@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import struct
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,7 @@ def _splittable(path: Path) -> bool:
         return False
     try:
         return inner.read(4096).lstrip()[:1] == b"{"
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # damaged: the sequential parse says what is wrong
         return False
     finally:
         inner.close()
