@@ -167,3 +167,14 @@ def test_a_duplicate_events_key_is_found_in_a_gzip_file(tmp_path: Path) -> None:
         path = tmp_path / name
         path.write_bytes(data)
         assert duplicate_events_keys(path) == 2, name
+
+
+def test_tee_read_zero_consumes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    doc = _doc(200)
+    path.write_bytes(gzip.compress(doc))
+    inner, raw = open_decompressed(path)
+    tee = Tee(inner, path, raw=raw)
+    assert tee.read(0) == b"" and tee.readinto(bytearray(0)) == 0
+    assert b"".join(iter(tee.read, b"")) == doc
+    tee.close()

@@ -293,6 +293,10 @@ class Tee(io.RawIOBase):
             buf += chunk
 
     def read(self, size: int = -1) -> bytes:
+        """The next bytes: at most ``size`` of them, or (no ``size``) the next chunk as
+        decompressed (the C scanner's reads), never more than one chunk."""
+        if size == 0:
+            return b""
         if self._left:
             data, self._left = self._left, b""
         else:
