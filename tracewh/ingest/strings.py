@@ -25,23 +25,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tracewh.ingest.fast import native
+
 #: Bytes of JSON text kept of each string (between its quotes).
 CAP = 1 << 20
 
 
-def _native_count() -> Callable[..., int] | None:
-    try:
-        from tracewh.ingest._fastshred import count
-    except ImportError:  # not built: bytes.count, the same numbers
-        return None
-    return count
-
+_NATIVE = native()
 
 #: ``count_bytes(data, needle, start=0)`` is ``data.count(needle, start)``: the C
-#: extension's (sixteen bytes at a time, ~4x faster) where it is built. Every
-#: decompressed byte of a trace passes two counts (quotes here, keys in
-#: :mod:`tracewh.ingest.decompress`).
-count_bytes: Callable[..., int] = _native_count() or (lambda data, needle, start=0: data.count(needle, start))
+#: extension's (sixteen bytes at a time, ~4x faster) where it is built, else
+#: ``bytes.count`` (the same numbers). Every decompressed byte of a trace passes two
+#: counts (quotes here, keys in :mod:`tracewh.ingest.decompress`).
+count_bytes: Callable[..., int] = (
+    _NATIVE.count if _NATIVE is not None else lambda data, needle, start=0: data.count(needle, start)
+)
 
 _BACKSLASH, _U = 0x5C, 0x75
 
