@@ -173,3 +173,41 @@ def test_a_file_changed_before_the_flush_fails_alone(tmp_path: Path) -> None:
         run_id_of(f) for f in (files[0], files[2]))
     assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
     assert Warehouse(root).verify().ok
+
+
+def _log_rows(root: Path) -> list[dict[str, object]]:
+    from helpers_ingest import _arrow, _table
+
+    dt = _table(root, "ingest_log")
+    return [] if dt is None else _arrow(dt).to_pylist()
+
+
+@pytest.mark.parametrize("opens", [True, False])
+def test_a_flush_writes_runs_and_the_log_with_one_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opens: bool) -> None:
+    """The flush's ``runs`` and ``ingest_log`` rows share one DuckDB; where it cannot be
+    opened, each append opens its own and the batch commits the same."""
+    files = _tiny(tmp_path / "in", 3)
+    root = tmp_path / "wh"
+    store = Store(root)
+    store.create()
+    opened: list[object] = []
+    real = Store.rows_connection
+
+    def counted() -> object:
+        opened.append(1)
+        if not opens and len(opened) == 1:
+            raise OSError("no DuckDB for the flush")
+        return real()
+
+    monkeypatch.setattr(Store, "rows_connection", staticmethod(counted))
+    batch = CommitBatch(store)
+    for f in files:
+        ingest_file(store, f, IngestOptions(), commit=batch)
+    results = batch.close()
+    assert [r.outcome for r in results] == ["ingested"] * 3
+    assert len(opened) == (1 if opens else 3)  # else: the flush's try, then one per append
+    assert sorted(r["run_id"] for r in read_runs(root)) == sorted(run_id_of(f) for f in files)
+    log = _log_rows(root)
+    assert sorted(str(r["path"]) for r in log) == sorted(str(f) for f in files)
+    assert incomplete_runs(root) == [] and orphan_ingests(root) == set()

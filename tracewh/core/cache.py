@@ -1,9 +1,11 @@
 """The user's private cache folder (``~/.cache/tracewh``): one mechanism for every cache.
 
-tracewh caches two things between commands: the prepared DuckDB catalog of the
-``sql/`` views (:func:`tracewh.query.db.connect_catalog`) and the ``add`` actions of
-Delta checkpoints (:mod:`tracewh.storage.deltalog`). Both decide what a query returns, so
-a cache another local user could write would control every result (a catalog
+tracewh caches between commands: the prepared DuckDB catalog of the ``sql/`` views
+(:func:`tracewh.query.db.connect_catalog`), the ``add`` actions of Delta checkpoints
+(:mod:`tracewh.storage.checkpoints`), the plain schema (:mod:`tracewh.schema.plain`), the
+staging tables' empty schema files (:mod:`tracewh.ingest.schemafiles`) and the report's chart
+bundle. They decide what a query returns or an ingest writes, so a cache another local
+user could write would control every result (a catalog
 planted in a shared temp folder made every duration 10x smaller). A cache is
 therefore used only
 

@@ -212,13 +212,27 @@ class CommitBatch:
         files, self._files, self._started = self._files, [], None
         adds, self._adds = self._adds, {}
         rows, self._rows = self._rows, {}
-        error: str | None = None
         self._derive(adds, rows)
+        # one DuckDB writes the flush's plain rows (``runs``, then ``ingest_log``); where it
+        # cannot be opened, each append opens its own (and a failure is the commit's)
+        con = None
+        if not self.store.remote:
+            with contextlib.suppress(Exception):
+                con = self.store.rows_connection()
+        with contextlib.closing(con) if con is not None else contextlib.nullcontext():
+            self._commit(files, adds, rows, changed, con)
+
+    def _commit(
+        self, files: list[_Pending], adds: dict[str, list[tuple[str, Add]]],
+        rows: dict[str, tuple[dict[str, Any], bool]], changed: dict[str, str], con: Any,
+    ) -> None:
+        """:meth:`flush`'s commits, the locks' release and the log (``con``: the rows' DuckDB)."""
+        error: str | None = None
         try:
             for table, spec in tables().items():
                 if spec.run_child and adds.get(table):
                     commit_adds(self.store, table, [a for _, a in adds[table]])
-            self.store.append_rows("runs", [row for row, rep in rows.values() if not rep])
+            self.store.append_rows("runs", [row for row, rep in rows.values() if not rep], con=con)
             for row, rep in rows.values():
                 if rep:
                     self.store.append_rows("runs", [row], replace_run=str(row["run_id"]))
@@ -241,7 +255,7 @@ class CommitBatch:
                 p.result, outcome="failed", error=f"{p.result.path}: {error}")
             for p in files
         ]
-        self._log(files, results)
+        self._log(files, results, con)
         self._out += results
 
     def abandon(self) -> None:
@@ -303,12 +317,12 @@ class CommitBatch:
         self._held = set()
         stack.close()
 
-    def _log(self, files: list[_Pending], results: list[FileResult]) -> None:
+    def _log(self, files: list[_Pending], results: list[FileResult], con: Any = None) -> None:
         if not files:
             return
         with contextlib.suppress(Exception):  # best effort, as for one file
             self.store.append_rows(
-                "ingest_log", [p.log_row(r) for p, r in zip(files, results, strict=True)]
+                "ingest_log", [p.log_row(r) for p, r in zip(files, results, strict=True)], con=con
             )
 
 

@@ -47,10 +47,10 @@ from tracewh.ingest.memory import parse_size
 from tracewh.ingest.options import FileJob, FileResult, IngestOptions, error_result
 from tracewh.ingest.parts import Staged, stage_file, write_held
 from tracewh.ingest.rows import I64_MAX
+from tracewh.ingest.schemafiles import copy_schema_files
 from tracewh.ingest.shred import (
     STAGING_TABLES,
     StageConnections,
-    copy_schema_files,
     empty_folder,
     stager_for,
 )

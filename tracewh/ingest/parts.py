@@ -31,11 +31,11 @@ from tracewh.ingest import fast
 from tracewh.ingest.decompress import open_decompressed
 from tracewh.ingest.fast import KeptWriter
 from tracewh.ingest.files import open_regular
+from tracewh.ingest.schemafiles import copy_schema_files
 from tracewh.ingest.shred import (
     PartResult,
     StageConnections,
     Stager,
-    copy_schema_files,
     stage_part,
 )
 from tracewh.ingest.workers import worker_pool

@@ -32,7 +32,6 @@ from typing import Any
 
 import duckdb
 
-from tracewh.core.categories import GPU_OP_CATEGORIES
 from tracewh.core.errors import TraceFormatError
 from tracewh.ingest import fast
 from tracewh.ingest.chunks import INGEST_SQL as INGEST_SQL
@@ -42,6 +41,8 @@ from tracewh.ingest.chunks import shred_statements as shred_statements
 from tracewh.ingest.memory import parse_size
 from tracewh.ingest.reader import c_backend, close_stream, finish, open_trace
 from tracewh.ingest.rows import prepare_events
+from tracewh.ingest.schemafiles import connect_stage as connect_stage
+from tracewh.ingest.schemafiles import copy_schema_files
 
 
 @dataclass
@@ -68,47 +69,6 @@ class PartResult:
 
 
 DEFER_EVENTS = 20_000
-
-def write_schema_files(con: Any, folder: Path) -> None:
-    """An empty ``folder/<table>/schema.parquet`` per staging table: its columns, for readers."""
-    for table in STAGING_TABLES:
-        out = folder / table
-        out.mkdir(exist_ok=True)
-        con.execute(
-            f"COPY (FROM {table} LIMIT 0) TO $out (FORMAT parquet, COMPRESSION lz4_raw)",
-            {"out": str(out / "schema.parquet")},
-        )
-
-
-#: The bytes of each staging table's empty ``schema.parquet``, as this process's DuckDB
-#: writes them (the first part staged without a staging connection writes them with one).
-_SCHEMA_FILES: dict[str, bytes] = {}
-
-
-def copy_schema_files(folder: Path, con: Any = None) -> None:
-    """:func:`write_schema_files` from the bytes this process's DuckDB wrote for them once,
-    into the tables' folders that hold no Parquet file yet (a staged file gives its columns
-    as well; creating a file costs ~0.5 ms here, ten a part).
-
-    The first time, they are written by ``con`` (or a staging connection of its own).
-    """
-    if not _SCHEMA_FILES:
-        own = con is None
-        con = connect_stage(folder, memory_limit="64MB") if own else con
-        try:
-            write_schema_files(con, folder)
-        finally:
-            if own:
-                con.close()
-        _SCHEMA_FILES.update(
-            {t: (folder / t / "schema.parquet").read_bytes() for t in STAGING_TABLES})
-        return
-    for table, data in _SCHEMA_FILES.items():
-        out = folder / table
-        out.mkdir(exist_ok=True)
-        if next(out.glob("*.parquet"), None) is None:
-            (out / "schema.parquet").write_bytes(data)
-
 
 #: A part of at most this many events gives its staging connection back for the next one.
 REUSE_EVENTS = fast.KEEP_EVENTS  # the one threshold of both kept connections
@@ -163,24 +123,6 @@ class StageConnections:
                 con.close()
         finally:
             self.writer.close()
-
-
-def connect_stage(folder: Path, *, memory_limit: str) -> Any:
-    """An in-memory DuckDB connection with empty staging tables, spilling into ``folder``."""
-    con = duckdb.connect(
-        config={"memory_limit": memory_limit, "threads": 1, "preserve_insertion_order": True},
-    )
-    try:
-        tmp = folder / "duckdb_tmp"
-        tmp.mkdir(exist_ok=True)
-        con.execute("SET temp_directory = ?", [str(tmp)])
-        con.execute((INGEST_SQL / "00_stage_tables.sql").read_text(encoding="utf-8"))
-        con.execute("INSERT INTO t_gpu_cats SELECT unnest($cats::VARCHAR[])",
-                    {"cats": sorted(GPU_OP_CATEGORIES)})
-    except BaseException:
-        con.close()
-        raise
-    return con
 
 
 class PythonStager:
