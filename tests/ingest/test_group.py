@@ -385,3 +385,31 @@ def test_the_group_keeps_block_memory_and_runs_without_that_setting(
     finally:
         con.close()
     assert got == "48.0 MiB"
+
+
+def test_a_group_of_one_file_keeps_no_block_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One small trace: its group's DuckDB asks for no block-allocator memory (the kept
+    blocks only raised the ingest's peak); several: it does."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        write_trace(folder / f"r{i}.pt.trace.json.gz", SynthConfig(steps=1, layers=1, seed=95 + i))
+    real = group_mod.duckdb.connect
+    configs: list[dict[str, Any]] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        config = kwargs.get("config") or {}
+        if config.get("memory_limit") == "80MB":  # the group's (staging connections: 64MB)
+            configs.append(dict(config))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(group_mod.duckdb, "connect", recorded)
+    one = Warehouse(tmp_path / "wh1").ingest([folder / "r0.pt.trace.json.gz"], jobs=1)
+    assert [r.outcome for r in one.results] == ["ingested"]
+    assert configs == [{"memory_limit": "80MB", "threads": 1}]
+    configs.clear()
+    both = Warehouse(tmp_path / "wh2").ingest([folder], jobs=1)
+    assert [r.outcome for r in both.results] == ["ingested"] * 2
+    assert [sorted(c) for c in configs] == [["block_allocator_memory", "memory_limit", "threads"]]
