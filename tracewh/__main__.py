@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracewh.cli import app
+from tracewh.cli import run
 
 if __name__ == "__main__":
-    app(prog_name="tracewh")
+    run()

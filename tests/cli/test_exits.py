@@ -70,3 +70,39 @@ def test_every_command_twenty_times(small_wh: tuple[Path, Path], tmp_path: Path)
           f"{result.aborts} aborts")
     assert result.unclean == [], result.unclean
     assert {rc for (_, rc) in result.codes} <= {0, 1, 2}
+
+
+FROZEN = """
+import gc, sys
+sys.argv = ["tracewh", *sys.argv[1:]]
+from tracewh.cli import run
+try:
+    run()
+except SystemExit as exc:
+    print("exit", exc.code, "frozen", gc.get_freeze_count() > 0, file=sys.stderr)
+"""
+
+
+def test_the_script_freezes_the_heap_after_the_command_and_exits_as_before(
+        small_wh: tuple[Path, Path], tmp_path: Path) -> None:
+    """``tracewh`` (``tracewh.cli.run``) runs the command, then freezes what is left so the
+    exit skips Python's last full collections: same exit codes and output, and the private
+    spill folders are still removed at exit (``weakref.finalize``)."""
+    wh, _ = small_wh
+    spill = tmp_path / "spill"
+    env = {**driver_env(), "TRACEWH_TEMP_DIR": str(spill)}
+    for args, code in ((["--memory-limit", "64MB", "kernels", "-w", str(wh), "--top", "3"], 0),
+                       (["kernels", "-w", str(wh), "--run", "abcdef99"], 2),
+                       (["kernels", "--no-such-option"], 2)):
+        done = subprocess.run([sys.executable, "-c", FROZEN, *args], capture_output=True,
+                              text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"exit {code} frozen True" in done.stderr, done.stderr
+        script = subprocess.run([TRACEWH, *args], capture_output=True, text=True, env=env)
+        assert script.returncode == code, script.stderr
+        if code == 0:
+            assert "kernels by total" in script.stdout
+            assert script.stdout == subprocess.run(
+                [sys.executable, "-m", "tracewh", *args], capture_output=True, text=True,
+                env=env).stdout
+    assert not spill.exists() or list(spill.iterdir()) == []
