@@ -21,7 +21,9 @@ SIGHUP into :class:`~tracewh.core.stopping.Stopped` in the main thread (SIGINT a
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import multiprocessing
 import os
 from collections.abc import Iterator
@@ -82,6 +84,21 @@ def _start(parent: int, channels: Channels | None) -> None:
     global _CHANNELS
     die_with_parent(parent)
     _CHANNELS = channels
+    atexit.register(_freeze_at_exit)
+
+
+def _freeze_at_exit() -> None:
+    """A worker's last ``atexit`` handler: collect the garbage once, freeze what is left.
+
+    A spawned worker ends with a normal interpreter exit, whose full garbage collections
+    traverse the ~25,000 objects of its modules two or three times; the pool's owner waits
+    for that (``shutdown(wait=True)``: 25-40 ms of a split 72 MB trace's ingest). Frozen
+    objects are not traversed; the garbage of that moment is still collected (and
+    finalized) first. The freeze changes only what the exit's collections traverse: every
+    ``atexit`` handler still runs.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def channels() -> Channels:
