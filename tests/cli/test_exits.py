@@ -100,9 +100,46 @@ def test_the_script_freezes_the_heap_after_the_command_and_exits_as_before(
         assert f"exit {code} frozen True" in done.stderr, done.stderr
         script = subprocess.run([TRACEWH, *args], capture_output=True, text=True, env=env)
         assert script.returncode == code, script.stderr
+        plain = subprocess.run([sys.executable, "-c", APP, *args], capture_output=True,
+                               text=True, env=env)  # the Typer app without run()
+        assert (script.returncode, script.stdout) == (plain.returncode, plain.stdout)
         if code == 0:
             assert "kernels by total" in script.stdout
-            assert script.stdout == subprocess.run(
-                [sys.executable, "-m", "tracewh", *args], capture_output=True, text=True,
-                env=env).stdout
     assert not spill.exists() or list(spill.iterdir()) == []
+
+
+APP = """
+import sys
+sys.argv = ["tracewh", *sys.argv[1:]]
+from tracewh.cli import app
+app(prog_name="tracewh")
+"""
+
+CYCLE = """
+import gc, sys
+import tracewh.cli as cli
+marks = []
+class Held:  # a resource in a reference cycle, held by the failing command's frame
+    def __del__(self):
+        marks.append("finalized")
+def failing(**kwargs):
+    held = Held()
+    held.me = held
+    raise {error}
+cli.app = failing
+try:
+    cli.run()
+except BaseException as exc:
+    print(type(exc).__name__, getattr(exc, "code", None), marks, gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_script_finalizes_the_commands_garbage_before_freezing() -> None:
+    """After a command's exit (its SystemExit dropped), a cycle its frames held is collected
+    and finalized before the freeze; an interrupt propagates without a freeze."""
+    done = subprocess.run([sys.executable, "-c", CYCLE.format(error="SystemExit(3)")],
+                          capture_output=True, text=True, env=driver_env())
+    assert done.stdout.strip() == "SystemExit 3 ['finalized'] True", done.stderr
+    done = subprocess.run([sys.executable, "-c", CYCLE.format(error="KeyboardInterrupt()")],
+                          capture_output=True, text=True, env=driver_env())
+    assert done.stdout.strip() == "KeyboardInterrupt None [] False", done.stderr

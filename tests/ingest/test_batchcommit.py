@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from helpers_ingest import (
     incomplete_runs,
@@ -198,7 +199,9 @@ def test_a_flush_writes_runs_and_the_log_with_one_connection(
         opened.append(1)
         if not opens and len(opened) == 1:
             raise OSError("no DuckDB for the flush")
-        return real()
+        con = real()
+        opened[-1] = con
+        return con
 
     monkeypatch.setattr(Store, "rows_connection", staticmethod(counted))
     batch = CommitBatch(store)
@@ -207,7 +210,43 @@ def test_a_flush_writes_runs_and_the_log_with_one_connection(
     results = batch.close()
     assert [r.outcome for r in results] == ["ingested"] * 3
     assert len(opened) == (1 if opens else 3)  # else: the flush's try, then one per append
+    for con in opened:  # every one closed
+        if con != 1:
+            with pytest.raises(duckdb.ConnectionException):
+                con.execute("SELECT 1")  # type: ignore[attr-defined]
     assert sorted(r["run_id"] for r in read_runs(root)) == sorted(run_id_of(f) for f in files)
     log = _log_rows(root)
     assert sorted(str(r["path"]) for r in log) == sorted(str(f) for f in files)
     assert incomplete_runs(root) == [] and orphan_ingests(root) == set()
+
+
+def test_a_failed_runs_commit_still_logs_its_files(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``runs`` append fails: every file of the batch is failed, nothing is visible, and
+    the log still records them (written by a DuckDB of its own, not the failed one's)."""
+    files = _tiny(tmp_path / "in", 2)
+    root = tmp_path / "wh"
+    store = Store(root)
+    store.create()
+    real = Store._write_rows
+    used: list[object] = []
+
+    def failing(self: Store, name: str, rows: object, con: object = None) -> object:
+        used.append((name, con))
+        if name == "runs":
+            raise OSError("disk full")
+        return real(self, name, rows, con)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "_write_rows", failing)
+    batch = CommitBatch(store)
+    for f in files:
+        ingest_file(store, f, IngestOptions(), commit=batch)
+    results = batch.close()
+    assert [r.outcome for r in results] == ["failed"] * 2
+    assert all("disk full" in (r.error or "") for r in results)
+    assert read_runs(root) == []
+    assert [name for name, _ in used] == ["runs", "ingest_log"]
+    assert used[0][1] is not None and used[1][1] is None  # the log: a DuckDB of its own
+    log = _log_rows(root)
+    assert sorted(str(r["path"]) for r in log) == sorted(str(f) for f in files)
+    assert {r["outcome"] for r in log} == {"failed"}

@@ -129,3 +129,24 @@ def test_without_a_private_cache_folder_it_still_works(tmp_path: Path,
     schemafiles.copy_schema_files(_dir(tmp_path / "a"))
     assert set(_files(tmp_path / "a")) == set(STAGING_TABLES)
     assert not list(tmp_path.glob("stage-schema-*"))
+
+
+def test_the_cache_key_follows_the_ddl_and_duckdb(fresh: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another DuckDB version, another staging DDL or another COPY: another cache file."""
+    first = schemafiles.schema_cache_path()
+    assert first is not None
+    monkeypatch.setattr(schemafiles.duckdb, "__version__", "0.0.0-other")
+    assert schemafiles.schema_cache_path() not in (None, first)
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(fresh.parent))
+    monkeypatch.setattr(schemafiles, "_COPY", schemafiles._COPY.replace("lz4_raw", "zstd"))
+    assert schemafiles.schema_cache_path() not in (None, first)
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(fresh.parent))
+    sql = tmp_path / "sql"
+    sql.mkdir()
+    (sql / "00_stage_tables.sql").write_text(
+        (schemafiles.INGEST_SQL / "00_stage_tables.sql").read_text() + "\n-- changed\n")
+    monkeypatch.setattr(schemafiles, "INGEST_SQL", sql)
+    assert schemafiles.schema_cache_path() not in (None, first)

@@ -6,6 +6,7 @@ This package is the only place that prints or chooses exit codes.
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 
 import typer
@@ -89,14 +90,20 @@ def run() -> None:
 
     At exit Python traverses every object it tracks two or three times (~10 ms each for the
     ~30,000 of a query command with DuckDB's module, ~25 ms with Polars'), to free memory the
-    process is about to give back anyway: ~25 ms of `tracewh kernels`. When the command is
-    done, the garbage of that moment is collected once (its finalizers run as at any exit),
-    and what is left is frozen (:func:`gc.freeze`) so the exit does not traverse it.
-    ``atexit`` handlers and ``weakref.finalize`` callbacks (the spill folders) run as before;
-    open files and connections are closed by the commands themselves.
+    process is about to give back anyway: ~25 ms of `tracewh kernels`. When the command has
+    ended (the app's ``SystemExit``, dropped first with the frames its chain holds), the
+    garbage of that moment is collected once (its finalizers run, as at any exit: a DuckDB
+    connection left in a cycle closes and removes its spill files) and what is left is
+    frozen (:func:`gc.freeze`) so the exit does not traverse it. Any other exception (Ctrl-C)
+    propagates as before, unfrozen. ``atexit`` handlers and ``weakref.finalize`` callbacks
+    (the spill folders) run as before.
     """
     try:
         app(prog_name="tracewh")
-    finally:
-        gc.collect()
-        gc.freeze()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    gc.collect()
+    gc.freeze()
+    sys.exit(code)

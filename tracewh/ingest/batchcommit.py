@@ -213,26 +213,34 @@ class CommitBatch:
         adds, self._adds = self._adds, {}
         rows, self._rows = self._rows, {}
         self._derive(adds, rows)
-        # one DuckDB writes the flush's plain rows (``runs``, then ``ingest_log``); where it
-        # cannot be opened, each append opens its own (and a failure is the commit's)
-        con = None
-        if not self.store.remote:
-            with contextlib.suppress(Exception):
-                con = self.store.rows_connection()
-        with contextlib.closing(con) if con is not None else contextlib.nullcontext():
-            self._commit(files, adds, rows, changed, con)
+        plain = [row for row, rep in rows.values() if not rep]
+        con: Any = None
+        try:
+            # one DuckDB writes the flush's plain rows (``runs``, then ``ingest_log``) where
+            # there are some; where it cannot be opened, each append opens its own (and a
+            # failure is the commit's)
+            if not self.store.remote and (plain or files):
+                with contextlib.suppress(Exception):
+                    con = self.store.rows_connection()
+            self._commit(files, adds, rows, plain, changed, con)
+        finally:
+            self._release()  # (done already unless opening the connection was interrupted)
+            if con is not None:
+                con.close()
 
     def _commit(
         self, files: list[_Pending], adds: dict[str, list[tuple[str, Add]]],
-        rows: dict[str, tuple[dict[str, Any], bool]], changed: dict[str, str], con: Any,
+        rows: dict[str, tuple[dict[str, Any], bool]], plain: list[dict[str, Any]],
+        changed: dict[str, str], con: Any,
     ) -> None:
-        """:meth:`flush`'s commits, the locks' release and the log (``con``: the rows' DuckDB)."""
+        """:meth:`flush`'s commits, then the locks' release and the log (``con``: the plain
+        rows' DuckDB or None; after a failed commit the log is written by a DuckDB of its own)."""
         error: str | None = None
         try:
             for table, spec in tables().items():
                 if spec.run_child and adds.get(table):
                     commit_adds(self.store, table, [a for _, a in adds[table]])
-            self.store.append_rows("runs", [row for row, rep in rows.values() if not rep], con=con)
+            self.store.append_rows("runs", plain, con=con)
             for row, rep in rows.values():
                 if rep:
                     self.store.append_rows("runs", [row], replace_run=str(row["run_id"]))
@@ -255,7 +263,7 @@ class CommitBatch:
                 p.result, outcome="failed", error=f"{p.result.path}: {error}")
             for p in files
         ]
-        self._log(files, results, con)
+        self._log(files, results, con if error is None else None)
         self._out += results
 
     def abandon(self) -> None:

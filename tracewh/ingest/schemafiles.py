@@ -7,9 +7,10 @@ The staging connection (:func:`connect_stage`) holds those tables. The files are
 ``sql/ingest/00_stage_tables.sql``: the same bytes every time for one DuckDB and one SQL
 file. A process writes them once (a staging connection: ~25 ms of a fresh process, most
 of a small trace's staging) and copies the bytes after; they are also kept in the user's
-private cache folder (:mod:`tracewh.core.cache`), keyed by the SQL file, DuckDB's version
-and the tables, so the next process reads them there instead. A cache file that is not
-this user's alone, or does not hold a Parquet file per table, is written again.
+private cache folder (:mod:`tracewh.core.cache`), keyed by the SQL file, DuckDB's version,
+the tables and the ``COPY`` that writes them, so the next process reads them there instead.
+A cache file that is not this user's alone, or does not hold a Parquet file per table, is
+written again.
 """
 
 from __future__ import annotations
@@ -52,15 +53,16 @@ def connect_stage(folder: Path, *, memory_limit: str) -> Any:
     return con
 
 
+#: How each schema file is written (part of the cache's key, as the DDL and DuckDB's version).
+_COPY = "COPY (FROM {table} LIMIT 0) TO $out (FORMAT parquet, COMPRESSION lz4_raw)"
+
+
 def write_schema_files(con: Any, folder: Path) -> None:
     """An empty ``folder/<table>/schema.parquet`` per staging table: its columns, for readers."""
     for table in STAGING_TABLES:
         out = folder / table
         out.mkdir(exist_ok=True)
-        con.execute(
-            f"COPY (FROM {table} LIMIT 0) TO $out (FORMAT parquet, COMPRESSION lz4_raw)",
-            {"out": str(out / "schema.parquet")},
-        )
+        con.execute(_COPY.format(table=table), {"out": str(out / "schema.parquet")})
 
 
 def schema_cache_path(cache_dir: Path | None = None) -> Path | None:
@@ -71,7 +73,7 @@ def schema_cache_path(cache_dir: Path | None = None) -> Path | None:
     if folder is None:
         return None
     h = hashlib.sha256((INGEST_SQL / "00_stage_tables.sql").read_bytes())
-    h.update(f"\0duckdb {duckdb.__version__}\0{','.join(STAGING_TABLES)}".encode())
+    h.update(f"\0duckdb {duckdb.__version__}\0{','.join(STAGING_TABLES)}\0{_COPY}".encode())
     return folder / f"stage-schema-{h.hexdigest()[:16]}.json"
 
 
