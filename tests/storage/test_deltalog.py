@@ -155,3 +155,36 @@ def test_the_cache_keeps_one_checkpoint_a_table(store: Store, tmp_path: Path) ->
     # the stats of the entry kept are what live_adds reads
     adds = deltalog.live_adds(store.table_uri("events"), cache_dir=cache) or []
     assert [a[0] for a in adds] == _delta_rs(store, "events") and all(a[2] for a in adds)
+
+
+def test_the_cache_drops_the_oldest_entries_past_its_cap(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries of tables no longer read (removed or temporary warehouses) do not pile up:
+    past the cap, the least recently written entry files go; the new entry, files that are
+    not entries and entries that are not this user's own stay."""
+    import os
+
+    from tracewh.storage import checkpoints
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    stale = []
+    for k in range(6):  # three gone tables' entries, oldest first
+        p = cache / f"checkpoint-{k // 2:012x}-{'b' * 24}{'.stats' if k % 2 else ''}.json"
+        p.write_text("[]")
+        p.chmod(0o600)
+        os.utime(p, ns=(10**9 * (k + 1), 10**9 * (k + 1)))
+        stale.append(p)
+    foreign = cache / f"checkpoint-{'f' * 12}-{'c' * 24}.json"  # others could write it: not ours
+    foreign.write_text("[]")
+    foreign.chmod(0o666)
+    other = cache / "catalog-0123456789abcdef.duckdb"
+    other.write_text("x")
+    monkeypatch.setattr(checkpoints, "MAX_ENTRY_FILES", 6)
+    for i in range(11):
+        _commit(store, i, dt.date(2025, 4, 1))
+    assert _ours(store, "events", cache) == _delta_rs(store, "events")
+    # the new entry (2 files) + 4 of the 6 stale ones: the 2 oldest went
+    assert [p.exists() for p in stale] == [False, False, True, True, True, True]
+    assert foreign.exists() and other.exists()
+    assert len([p for p in cache.glob("checkpoint-*") if p.stat().st_mode & 0o777 == 0o600]) == 6

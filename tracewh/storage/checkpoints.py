@@ -6,7 +6,9 @@ the private cache folder (:mod:`tracewh.core.cache`): ``checkpoint-<table>-<key>
 the paths and partition values, ``checkpoint-<table>-<key>.stats.json`` the files'
 statistics (most of the bytes: read only by callers that want them). ``<table>`` hashes the
 log's folder, ``<key>`` the checkpoint's path, size and mtime (a checkpoint is written once).
-Writing a table's newer checkpoint removes its older entries, so the cache holds one a table.
+Writing a table's newer checkpoint removes its older entries, so the cache holds one a table;
+and the entries of tables no longer read (warehouses removed, temporary ones) are bounded:
+past :data:`MAX_ENTRY_FILES` entry files, the least recently written go.
 """
 
 from __future__ import annotations
@@ -83,17 +85,38 @@ def cached_checkpoint(
 
 #: Cache entries of earlier formats: ``checkpoint-<24 hex>.json`` (and ``.stats.json``).
 _OLD_ENTRY = re.compile(r"^checkpoint-[0-9a-f]{24}(\.stats)?\.json$")
+#: Any entry file of this cache (this format's and earlier ones).
+_ENTRY = re.compile(r"^checkpoint-[0-9a-f-]+(\.stats)?\.json$")
+#: Entry files kept at most (two a table: ~2,000 tables, ~100 warehouses of 17 tables); the
+#: entries of tables no longer read would otherwise stay for good (a table's entry is only
+#: replaced when that table is checkpointed again).
+MAX_ENTRY_FILES = 4_000
 
 
-def _prune(base: Path, table: str, *, keep: str) -> None:
-    """Remove the cache's other entries of ``table`` (older checkpoints of its log) and the
-    entries of earlier formats: files of this user in the private cache folder, ours."""
+def _prune(base: Path, table: str, *, keep: str, max_files: int | None = None) -> None:
+    """Remove the cache's other entries of ``table`` (older checkpoints of its log), the
+    entries of earlier formats and, past ``max_files`` (:data:`MAX_ENTRY_FILES`) entry
+    files, the least recently written ones (never ``keep``'s): files of this user in the
+    private cache folder, ours."""
+    cap = MAX_ENTRY_FILES if max_files is None else max_files
+    others: list[tuple[int, str]] = []
     with os.scandir(base) as entries:
         for entry in entries:
-            mine = entry.name.startswith(f"checkpoint-{table}-") and not entry.name.startswith(f"{keep}.")
-            if (mine or _OLD_ENTRY.match(entry.name)) and own_file(Path(entry.path)):
+            if not _ENTRY.match(entry.name) or entry.name.startswith(f"{keep}."):
+                continue
+            if not own_file(Path(entry.path)):
+                continue
+            if entry.name.startswith(f"checkpoint-{table}-") or _OLD_ENTRY.match(entry.name):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
+                continue
+            with contextlib.suppress(OSError):
+                others.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.path))
+    excess = len(others) + 2 - cap  # keep's two files count
+    if excess > 0:
+        for _, path in sorted(others)[:excess]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _entries(adds: list[tuple[str, dict[str, str | None], str | None]], stats: bool
