@@ -8,7 +8,8 @@ interleaved rounds (alternating which goes first; medians), as in ``bench_real``
 * **breakdown**: the small-trace session of ``bench_real --only small`` (ingest one small real
   trace, then kernels, breakdown, idle breakdown, launches, queue depth) and HTA's load +
   the same analyses, each process writing what every phase cost (CPU s, wall s, resident and
-  peak MB after it): imports, ingest / load, the first analysis, the other four.
+  peak MB after it): imports, ingest / load, the first analysis, the other four; and what
+  the phases leave out, the interpreter's start and exit (the whole wall minus the phases').
 * **runs**: ``tracewh runs`` on the 20-night warehouse of ``bench_real --only report``
   against the bare ``python -c "import duckdb; duckdb.sql('select 1')"``: peak RSS (goal
   <= 150 MB) and time.
@@ -125,9 +126,15 @@ def breakdown(n: int) -> None:
         w = whole[name]
         print(f"  {name:8} whole process {w['seconds']:.2f} s wall, {w['cpu_s']:.2f} s CPU, "
               f"{w['rss_mb']:.0f} MB peak")
-        for p in _phased(runs):
+        phases = _phased(runs)
+        for p in phases:
             print(f"    {p['phase']:22} CPU {p['cpu_s']:6.3f} s  wall {p['wall_s']:6.3f} s  "
                   f"resident {p['rss_mb']:4.0f} MB  peak {p['peak_mb']:4.0f} MB", flush=True)
+        # what the phases leave out: the interpreter's start (before the first import is
+        # timed) and its exit (the last full garbage collections, destructors): median whole
+        # wall minus the sum of the phases' median walls
+        rest = w["seconds"] - sum(float(p["wall_s"]) for p in phases)
+        print(f"    {'start and exit':22} wall {rest:6.3f} s (whole minus the phases)", flush=True)
 
 
 def _report_wh() -> Path:
