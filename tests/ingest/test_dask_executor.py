@@ -84,6 +84,33 @@ def test_dask_equals_local(cluster: str, traces: Path, tmp_path: Path) -> None:
     assert visible_state(on_dask.root) == state
 
 
+def test_tasks_of_several_files_equal_local(cluster: str, traces: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files packed into tasks (one commit batch and one tiny-trace group per task on a
+    worker) give the warehouse a local ingest gives; a bad file in a task fails alone."""
+    from tracewh.ingest import cluster as tasks_of
+
+    monkeypatch.setattr(tasks_of, "TASKS_PER_SLOT", 1)  # 5 files, 2 workers: 2 tasks
+    executor = DaskExecutor(address=cluster, on_error=None)
+    sent: list[int] = []
+    real_map = executor.map_unordered
+
+    def recording(fn, items):  # type: ignore[no-untyped-def]
+        sent.extend(len(t.paths) for t in items)
+        return real_map(fn, items)
+
+    object.__setattr__(executor, "map_unordered", recording)
+    local = Warehouse(tmp_path / "local")
+    local_report = local.ingest([traces])
+    on_dask = Warehouse(tmp_path / "dask")
+    report = on_dask.ingest([traces], executor=executor)
+    assert sorted(sent) == [2, 3]
+    assert [(r.path, r.outcome, r.run_id) for r in report.results] == [
+        (r.path, r.outcome, r.run_id) for r in local_report.results
+    ]
+    assert visible_state(on_dask.root) == visible_state(local.root)
+
+
 def test_lost_task_becomes_failed_result(cluster: str) -> None:
     executor = DaskExecutor(address=cluster, on_error=lambda item, exc: f"lost {item}")
     assert sorted(map(str, executor.map_unordered(_boom_on_two, [1, 2, 3]))) == ["1", "3", "lost 2"]

@@ -34,7 +34,7 @@ def test_pulling_workers_take_the_costliest_first(tmp_path: Path) -> None:
     assert costs == sorted(costs, reverse=True)
     same = [p for p in order if Path(p).stat().st_size == 1_000]
     assert same == sorted(same)
-    # in this process: one task with every file; on a cluster: one file per task
+    # in this process: one task with every file (a cluster's tasks: tests/ingest/test_cluster.py)
     assert batch._chunks(paths, None) == [tuple(paths)]
 
 

@@ -3,7 +3,8 @@
 A local pool of ``--jobs N`` processes pulls the files one at a time from a shared
 queue (:func:`tracewh.ingest.pool.pulled`). Otherwise an executor runs tasks: its interface is small on
 purpose, something that maps a picklable function over items and yields results as
-they complete (this process: one task of every file; a Dask cluster: one per file).
+they complete (this process: one task of every file; a Dask cluster: tasks of several
+files, :mod:`tracewh.ingest.cluster`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from tracewh.core.errors import UsageError
 from tracewh.ingest.cleanup import CleanupReport, cleanup
+from tracewh.ingest.cluster import committed_runs, cost_chunks
 from tracewh.ingest.dask_executor import parse_dask
 from tracewh.ingest.files import not_regular
 from tracewh.ingest.options import DEFAULT_JOBS, FileResult, IngestOptions
@@ -181,16 +183,19 @@ class SerialExecutor:
 
 
 def _task_failed(task: Task, exc: BaseException) -> list[FileResult]:
-    """The results of a task its executor lost (a killed worker, a lost connection)."""
-    return lost(task.paths, exc)
+    """The results of a task its executor lost (a killed worker, a lost connection): the
+    files this ingest committed before the loss as ingested, the others as failed."""
+    done = committed_runs(task.store, task.paths, task.options.ingested_at)
+    return [done.get(r.path, r) for r in lost(task.paths, exc)]
 
 
 def _chunks(paths: list[str], executor: Executor | None) -> list[tuple[str, ...]]:
-    """Files per task: all of them in this process; one per task on a cluster (a lost
-    task fails one file). (A local pool's workers pull files one at a time:
-    :func:`~tracewh.ingest.pool.pulled`.)"""
+    """Files per task: all of them in this process; on a cluster, tasks of several files
+    by their cost (:func:`~tracewh.ingest.cluster.cost_chunks`). (A local pool's workers
+    pull files one at a time: :func:`~tracewh.ingest.pool.pulled`.)"""
     if executor is not None and not isinstance(executor, SerialExecutor):
-        return [(p,) for p in paths]
+        slots = getattr(executor, "slots", None)
+        return cost_chunks(paths, slots() if callable(slots) else None)
     return [tuple(paths)] if paths else []
 
 
@@ -243,7 +248,7 @@ def _results(
     jobs: int, executor: Executor | None,
 ) -> Iterator[list[FileResult]]:
     """The files' results, as they come: from pulling workers (a local pool), or from the
-    executor's tasks (this process: one task; a cluster: one task per file)."""
+    executor's tasks (this process: one task; a cluster: tasks of several files)."""
     if executor is None and jobs > 1 and len(wanted) > 1:
         with contextlib.suppress(Lost):  # its files' failed results were yielded
             yield from pulled(Task(store, (), options, strategy), wanted, jobs)

@@ -73,6 +73,19 @@ class DaskExecutor:
         """Worker processes on this machine (a local cluster), or None for a remote one."""
         return self.workers if self.address is None else None
 
+    def slots(self) -> int | None:
+        """Tasks the cluster runs at once: the local cluster's workers, or a remote
+        scheduler's worker threads (asked once); None where the scheduler cannot be reached
+        (:meth:`map_unordered` then says so)."""
+        if self.address is None:
+            return self.workers
+        distributed = import_distributed()
+        try:
+            with distributed.Client(self.address, timeout="30s") as client:
+                return sum(client.nthreads().values()) or None
+        except OSError:
+            return None
+
     @contextlib.contextmanager
     def client(self) -> Iterator[Any]:
         """A ``distributed.Client`` connected to the cluster (closed on exit)."""
