@@ -250,3 +250,50 @@ def test_a_failed_runs_commit_still_logs_its_files(tmp_path: Path,
     log = _log_rows(root)
     assert sorted(str(r["path"]) for r in log) == sorted(str(f) for f in files)
     assert {r["outcome"] for r in log} == {"failed"}
+
+
+def test_the_series_hook_spills_under_a_held_staging_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_series``' DuckDB spills into the staging folder of one of the batch's ingests
+    (its lock held), never the system's temp folder; nothing of it is left after."""
+    from tracewh.history import runseries
+
+    def no_tmp(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the series writer made a folder in the system's temp folder")
+
+    monkeypatch.setattr(runseries.tempfile, "mkdtemp", no_tmp)
+    files = _tiny(tmp_path / "in", 3)
+    root = tmp_path / "wh"
+    store = Store(root)
+    store.create()
+    given: list[tuple[Path, bool, bool]] = []
+
+    def derive(out, files, runs, spill):  # type: ignore[no-untyped-def]
+        before = spill.exists()
+        held = store._locked_here(f"ingest-{spill.parent.name}")
+        counts = runseries.write_series(out, files, runs, spill)
+        given.append((spill, before, held))
+        return counts
+
+    batch = CommitBatch(store, derive=derive)
+    for f in files:
+        ingest_file(store, f, IngestOptions(), commit=batch)
+    assert [r.outcome for r in batch.close()] == ["ingested"] * 3
+    [(spill, existed_before, held)] = given
+    assert spill.parent.parent == store.staging_root and spill.name.startswith("series-")
+    assert not existed_before and held  # made by write_series, under a lock this batch held
+    assert not spill.exists() and staging_leftovers(root) == []
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{root}/tables/run_series/*.parquet')"
+                      ).fetchall()[0][0] > 0
+
+
+def test_a_spill_folder_left_by_a_killed_ingest_goes_with_its_staging(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    Warehouse(root).ingest(_tiny(tmp_path / "in", 1))
+    store = Store(root)
+    left = store.staging_root / "0123456789abcdef" / "series-deadbeef0000"
+    left.mkdir(parents=True)  # as a process killed inside write_series leaves it
+    (left / "duckdb_temp_block-1.block").write_bytes(b"x")
+    Warehouse(root).ingest(_tiny(tmp_path / "in2", 1, seed=9))
+    assert not left.parent.exists() and staging_leftovers(root) == []

@@ -82,7 +82,8 @@ class MigrateReport:
 
 
 def write_series(
-    out: Path, files: Mapping[str, Sequence[str]], runs: Sequence[Mapping[str, Any]]
+    out: Path, files: Mapping[str, Sequence[str]], runs: Sequence[Mapping[str, Any]],
+    spill: Path | None = None,
 ) -> dict[str, int]:
     """Write the ``run_series`` rows of ``runs`` (computed from ``files``) into ``out``.
 
@@ -94,6 +95,10 @@ def write_series(
         The child tables' files of these runs, by table name (written, not yet committed).
     runs
         The runs' pending ``runs`` rows (``{column: value}``).
+    spill
+        A folder to make (0700, with its parents) for DuckDB to spill into, removed after
+        (the ingest passes one in its staging folder); None: a private folder in the
+        system's temporary folder.
 
     Returns
     -------
@@ -103,7 +108,11 @@ def write_series(
     if not runs:
         return {}
     spec = tables()["runs"]
-    tmp = tempfile.mkdtemp(prefix="tracewh-series-")
+    if spill is None:
+        tmp = tempfile.mkdtemp(prefix="tracewh-series-")
+    else:
+        spill.mkdir(mode=0o700, parents=True)
+        tmp = str(spill)
     con = connect_catalog()
     try:
         con.execute("SET temp_directory = ?", [tmp])

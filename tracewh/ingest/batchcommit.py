@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -297,11 +298,21 @@ class CommitBatch:
                  for table, entries in adds.items()}  # fmt: skip
         rel = f"part-{uuid.uuid4().hex}-c000.zstd.parquet"
         out = Path(self.store.table_uri(DERIVED_TABLE)) / rel
+        # its spill folder: in the staging folder of an ingest whose lock this batch holds
+        # (a process killed here leaves it to the next ingest's cleanup, not in /tmp)
+        staging = self.store.staging_root / next(iter(rows))
+        made = not staging.exists()
+        spill = staging / f"series-{uuid.uuid4().hex[:12]}"
         try:
-            counts = dict(self.derive(out, files, [row for row, _ in rows.values()]))
+            counts = dict(self.derive(out, files, [row for row, _ in rows.values()], spill))
         except Exception:
             out.unlink(missing_ok=True)
             return
+        finally:
+            shutil.rmtree(spill, ignore_errors=True)
+            if made:  # the staging folder was gone already: leave none behind
+                with contextlib.suppress(OSError):
+                    staging.rmdir()
         if not counts:
             return
         adds.setdefault(DERIVED_TABLE, []).append(("", Add(

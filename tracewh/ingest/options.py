@@ -30,9 +30,13 @@ Outcome = Literal["ingested", "replaced", "skipped", "failed"]
 DEFAULT_JOBS: int | str = "auto"
 
 #: A commit batch's derive hook: (the file to write, the batch's child files by table, its
-#: pending ``runs`` rows) -> rows written per run_id (the API passes
+#: pending ``runs`` rows, a folder it may make and spill into: in the warehouse's staging
+#: folder of an ingest whose lock the batch holds, so the next ingest's cleanup removes it
+#: if this process dies) -> rows written per run_id (the API passes
 #: :func:`tracewh.history.runseries.write_series`; see :class:`~tracewh.ingest.batchcommit.CommitBatch`).
-Derive = Callable[[Path, Mapping[str, Sequence[str]], Sequence[Mapping[str, Any]]], Mapping[str, int]]
+Derive = Callable[
+    [Path, Mapping[str, Sequence[str]], Sequence[Mapping[str, Any]], Path], Mapping[str, int]
+]
 
 
 @dataclass(frozen=True)
