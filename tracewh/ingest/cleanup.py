@@ -3,7 +3,8 @@
 Child rows are tagged with their ``ingest_id``; they are garbage when no
 ``runs`` row carries that ``ingest_id`` and no live process holds the
 ingest's lock (a killed ingest, a failed one, or the rows a ``--force``
-re-ingest replaced). Staging folders of dead ingests are removed too.
+re-ingest replaced). Staging folders of dead ingests are removed too, and the lock
+files of runs and ingests that no process holds.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def cleanup(store: Store) -> CleanupReport:
     for folder in store.stale_staging():
         store.remove_staging(folder)
         removed += 1
+    store.remove_stale_locks()  # of runs and ingests no process holds (a killed one's)
     remove_stale_commit_files(store)
     orphans = find_orphans(store)
     all_ids: set[str] = set()

@@ -27,6 +27,23 @@ if TYPE_CHECKING:
     pass
 
 
+#: Keys of the locks of one run or one ingest (``run-<run_id>``, ``ingest-<ingest_id>``):
+#: their files are removed on release (see ``Locks._local_lock``).
+REMOVABLE_LOCKS = ("run-", "ingest-")
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is the file at ``path`` now (not one unlinked or replaced since)."""
+    try:
+        st = os.stat(path)
+        mine = os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    except OSError:  # cannot tell: as before this check, the file opened is the lock
+        return True
+    return (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev)
+
+
 class Locks:
     """The locks of a :class:`~tracewh.storage.store.Store` (see the module docstring)."""
 
@@ -85,18 +102,34 @@ class Locks:
         self, key: str, *, blocking: bool = True, shared: bool = False
     ) -> Iterator[bool]:
         path = self.locks_dir / f"{key}.lock"
-        try:
-            self.locks_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise self._writable_error(path, exc) from exc
-        try:
-            mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        # one run's or one ingest's lock: its file is removed by whoever releases it held
+        # alone, so ``_locks`` does not keep a file per run and per ingest forever; a
+        # process that locked a file since unlinked (or replaced) locks the new one instead
+        removable = not shared and key.startswith(REMOVABLE_LOCKS)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        while True:
+            try:
+                self.locks_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise self._writable_error(path, exc) from exc
             try:
                 fcntl.flock(fd, mode | (0 if blocking else fcntl.LOCK_NB))
             except BlockingIOError:
-                yield False
-                return
+                os.close(fd)
+                fd = -1
+                break
+            except BaseException:
+                os.close(fd)
+                raise
+            if removable and not _same_file(fd, path):
+                os.close(fd)  # its holder removed it on release: lock the file there now
+                continue
+            break
+        if fd < 0:
+            yield False
+            return
+        try:
             if not shared:
                 try:
                     os.ftruncate(fd, 0)
@@ -105,7 +138,26 @@ class Locks:
                     pass
             yield True
         finally:
+            if removable:
+                with contextlib.suppress(OSError):
+                    path.unlink()  # still held: no one else holds this file now
             os.close(fd)
+    def remove_stale_locks(self) -> int:
+        """Remove the lock files of runs and ingests no process holds (left by a process
+        killed while holding one, or by an older version); how many. Each is taken first,
+        without waiting, as :meth:`lock` takes it: a held one is left."""
+        if self.remote or not self.locks_dir.is_dir():
+            return 0
+        removed = 0
+        for entry in os.scandir(self.locks_dir):
+            name = entry.name
+            if not (name.startswith(REMOVABLE_LOCKS) and name.endswith(".lock")):
+                continue
+            with contextlib.suppress(OSError, WarehouseError), self._local_lock(
+                name.removesuffix(".lock"), blocking=False
+            ) as held:
+                removed += bool(held)  # released (and removed) as the block ends
+        return removed
     def is_locked(self, key: str) -> bool:
         """Whether some live process holds lock ``key`` (object stores: a fresh lease).
 
