@@ -111,6 +111,15 @@ def test_tasks_of_several_files_equal_local(cluster: str, traces: Path, tmp_path
     assert visible_state(on_dask.root) == visible_state(local.root)
 
 
+def test_slots_of_a_cluster(cluster: str) -> None:
+    from tracewh.core.errors import BackendError
+
+    assert DaskExecutor(workers=3).slots() == 3  # a local cluster: its workers, no start
+    assert DaskExecutor(address=cluster).slots() == 2  # the scheduler's worker threads
+    with pytest.raises(BackendError, match="cannot reach the Dask scheduler"):
+        DaskExecutor(address="tcp://127.0.0.1:9", timeout="1s").slots()
+
+
 def test_lost_task_becomes_failed_result(cluster: str) -> None:
     executor = DaskExecutor(address=cluster, on_error=lambda item, exc: f"lost {item}")
     assert sorted(map(str, executor.map_unordered(_boom_on_two, [1, 2, 3]))) == ["1", "3", "lost 2"]

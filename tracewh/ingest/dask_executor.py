@@ -56,6 +56,8 @@ class DaskExecutor:
         Turns a task that raised on the cluster (a killed worker, a lost
         connection) into a result, ``on_error(item, exc)``; without it the
         error is raised as :class:`BackendError`.
+    timeout
+        How long to try to reach a scheduler (``distributed.Client``'s ``timeout``).
 
     Examples
     --------
@@ -67,6 +69,7 @@ class DaskExecutor:
     address: str | None = None
     workers: int = 2
     on_error: Callable[[Any, BaseException], Any] | None = None
+    timeout: str = "30s"
 
     @property
     def local_processes(self) -> int | None:
@@ -75,16 +78,18 @@ class DaskExecutor:
 
     def slots(self) -> int | None:
         """Tasks the cluster runs at once: the local cluster's workers, or a remote
-        scheduler's worker threads (asked once); None where the scheduler cannot be reached
-        (:meth:`map_unordered` then says so)."""
+        scheduler's worker threads (asked once; None when it has no worker yet).
+
+        Raises :class:`BackendError` when the scheduler cannot be reached.
+        """
         if self.address is None:
             return self.workers
         distributed = import_distributed()
         try:
-            with distributed.Client(self.address, timeout="30s") as client:
+            with distributed.Client(self.address, timeout=self.timeout) as client:
                 return sum(client.nthreads().values()) or None
-        except OSError:
-            return None
+        except OSError as exc:
+            raise BackendError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from exc
 
     @contextlib.contextmanager
     def client(self) -> Iterator[Any]:
@@ -104,7 +109,7 @@ class DaskExecutor:
             else:
                 address = self.address
             try:
-                client = stack.enter_context(distributed.Client(address, timeout="30s"))
+                client = stack.enter_context(distributed.Client(address, timeout=self.timeout))
             except OSError as exc:
                 raise BackendError(f"cannot reach the Dask scheduler at {address}: {exc}") from exc
             yield client
