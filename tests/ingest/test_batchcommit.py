@@ -288,12 +288,69 @@ def test_the_series_hook_spills_under_a_held_staging_folder(
                       ).fetchall()[0][0] > 0
 
 
-def test_a_spill_folder_left_by_a_killed_ingest_goes_with_its_staging(tmp_path: Path) -> None:
+def test_a_spill_folder_of_a_killed_ingest_is_in_its_staging_and_goes(tmp_path: Path) -> None:
+    """An ingest killed (SIGKILL) while its run_series writer has its spill folder leaves
+    it in the warehouse's staging folder, not the system's temp folder; the next ingest's
+    cleanup removes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
     root = tmp_path / "wh"
-    Warehouse(root).ingest(_tiny(tmp_path / "in", 1))
-    store = Store(root)
-    left = store.staging_root / "0123456789abcdef" / "series-deadbeef0000"
-    left.mkdir(parents=True)  # as a process killed inside write_series leaves it
-    (left / "duckdb_temp_block-1.block").write_bytes(b"x")
+    trace = _tiny(tmp_path / "in", 1)[0]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = (
+        "import sys, time\n"
+        "from tracewh.history import runseries\n"
+        "real = runseries.write_series\n"
+        "def slow(out, files, runs, spill=None):\n"
+        "    spill.mkdir(mode=0o700, parents=True)\n"
+        "    print(spill, flush=True); time.sleep(60)\n"
+        "runseries.write_series = slow\n"
+        "from tracewh.api import Warehouse\n"
+        f"Warehouse({str(root)!r}).ingest([{str(trace)!r}], jobs=1)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        spill = Path(proc.stdout.readline().strip())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert spill.is_dir() and spill.parent.parent == Store(root).staging_root
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("tracewh-series-")]
+    assert tempfile.gettempdir() != str(tmp)
     Warehouse(root).ingest(_tiny(tmp_path / "in2", 1, seed=9))
-    assert not left.parent.exists() and staging_leftovers(root) == []
+    assert not spill.exists() and staging_leftovers(root) == []
+
+
+def test_an_ingest_lock_held_for_a_moment_is_waited_for_not_flushed(tmp_path: Path) -> None:
+    """A fresh ``ingest-<id>`` lock that a cleanup's probe holds for a moment: the batch
+    waits for it, keeping the file's run lock (a flush would release it after the
+    "already ingested?" check)."""
+    import subprocess
+    import sys
+
+    store = Store(tmp_path / "wh")
+    store.create()
+    batch = CommitBatch(store)
+    flushes = []
+    real_flush = batch.flush
+    batch.flush = lambda: (flushes.append(1), real_flush())[1]  # type: ignore[method-assign]
+    batch.begin_file()
+    batch.hold("run-0123456789abcdef")
+    key = "ingest-" + "e" * 32
+    code = ("import fcntl, os, sys, time\n"
+            f"fd = os.open({str(store.locks_dir / (key + '.lock'))!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(0.5)\n")
+    other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdout.readline().strip() == "held"
+    batch.hold(key)  # waits the half second
+    other.communicate()
+    assert flushes == [] and {"run-0123456789abcdef", key} <= batch._held
+    batch.close()
+    assert not store.is_locked(key) and not store.is_locked("run-0123456789abcdef")

@@ -125,3 +125,27 @@ def test_sources_are_never_modified(tmp_path: Path, trace: Path) -> None:
         assert sorted(os.listdir(src)) == sorted(p.name for p in files)
     finally:
         src.chmod(0o755)
+
+
+def test_a_run_committed_by_this_same_command_says_so(tmp_path: Path) -> None:
+    """A file whose run this very ingest command committed (a cluster task run again after
+    its worker died) is skipped, and the reason says it was this command."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from tracewh.ingest.pipeline import IngestOptions, ingest_file
+    from tracewh.storage.store import Store
+    from tracewh.synth import SynthConfig, write_trace
+
+    trace = tmp_path / "rank-0.pt.trace.json.gz"
+    write_trace(trace, SynthConfig(steps=1, layers=1, seed=5))
+    store = Store(tmp_path / "wh")
+    store.create()
+    at = datetime(2026, 12, 7, 12, 0, 0, 123456, tzinfo=UTC)
+    options = replace(IngestOptions(), ingested_at=at)
+    assert ingest_file(store, trace, options).outcome == "ingested"
+    again = ingest_file(store, trace, options)
+    assert again.outcome == "skipped" and "by this ingest command" in (again.error or "")
+    later = ingest_file(store, trace, replace(options, ingested_at=datetime.now(UTC)))
+    assert later.outcome == "skipped" and "by this ingest command" not in (later.error or "")
+    assert "already ingested (run" in (later.error or "")

@@ -106,10 +106,19 @@ class CommitBatch:
 
         When another process holds it, the batch is flushed first (releasing every
         lock), then this file's locks are taken again, blocking: a process never
-        waits for a lock while it holds others of its batch.
+        waits for a lock while it holds others of its batch, but for an ingest's own
+        ``ingest-<id>`` lock, which no other process holds longer than a probe.
         """
         self._current.append((key, shared))
         if key in self._held:
+            return
+        if key.startswith("ingest-"):
+            # an ingest's own lock (a fresh id): no other process takes it but for a moment
+            # (cleanup's probe), so wait; a flush would release this file's run lock after
+            # its "already ingested?" check, and another ingest could commit the run between
+            lock = self.store.lock(key, shared=shared)
+            lock.__enter__()
+            self._keep(key, lock)
             return
         lock = self.store.lock(key, blocking=False, shared=shared)
         if lock.__enter__():

@@ -8,10 +8,14 @@ traces took 42 s on two Dask workers against 2.2 s with ``--jobs 2`` (``bench/be
 their estimated cost (:func:`~tracewh.ingest.pool.file_cost`): a costly file alone, small
 ones together, several tasks per worker so the cluster stays balanced.
 
-A task the cluster loses (its worker killed too often, a lost connection) may have
-committed some of its files before: :func:`committed_runs` finds them in the warehouse
+A task the cluster gives up on (its worker killed again and again, a lost connection) may
+have committed some of its files before: :func:`committed_runs` finds them in the warehouse
 (the ``runs`` rows this ingest command wrote for those paths), so they are reported as
-ingested, the others as failed.
+ingested; the others are reported as failed, with the loss as the reason (a file the task
+skipped or found bad is in ``ingest_log`` with its own outcome; a task that lost its
+connection may still be running on its worker and commit a file later: ingesting the same
+paths again reports what is there). A task Dask runs again on another worker reports a
+file its first attempt committed as skipped, "already ingested by this ingest command".
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ def cost_chunks(paths: Sequence[str], slots: int | None) -> list[tuple[str, ...]
     """``paths`` in tasks for a cluster of ``slots`` workers (None: not known here).
 
     Files go in :func:`~tracewh.ingest.pool.pull_order` (the costliest first, so the big
-    files start first and the small ones fill the ends). A task holds files up to a target
-    cost: :data:`TASK_MAX_COST`, or less so that the whole makes at least
-    :data:`TASKS_PER_SLOT` tasks per worker; a file costing the target or more is a task of
+    files start first and the small ones fill the ends). A task takes files until its cost
+    reaches a target: :data:`TASK_MAX_COST`, or, with ``slots`` known, the total cost over
+    :data:`TASKS_PER_SLOT` tasks per worker if that is less (so about that many tasks per
+    worker, fewer where the files are few); a file costing the target or more is a task of
     its own; no task holds more than :data:`TASK_MAX_FILES` files. Every path is in
-    exactly one task; equal-cost files keep their order.
+    exactly one task; equal-cost files keep their order. ``slots`` None (a scheduler that
+    has no worker yet): tasks of the largest size.
 
     Examples
     --------

@@ -80,7 +80,7 @@ class RunsLookup:
         if store.remote:
             import pyarrow.compute as pc
 
-            table = store.read_table("runs", columns=["run_id", "ingest_id", "source_path", *_OPTION_COLUMNS])
+            table = store.read_table("runs", columns=["run_id", *_LOOKUP_COLUMNS])
             rows = table.filter(pc.field("run_id") == run_id).to_pylist()
             return rows[0] if rows else None
         files = store.file_uris("runs")
@@ -102,7 +102,7 @@ class RunsLookup:
         if not found:
             return None
         row = dict(zip(names, found[0], strict=True))
-        return {k: row.get(k) for k in ("run_id", "ingest_id", "source_path", *_OPTION_COLUMNS)}
+        return {k: row.get(k) for k in ("run_id", *_LOOKUP_COLUMNS)}
 
     def close(self) -> None:
         """Close the connection (a later lookup opens another)."""
@@ -113,6 +113,15 @@ class RunsLookup:
 
 #: ``runs`` columns that record the ingest options a run was written with
 _OPTION_COLUMNS = ("steps_limit", "skip_python", "step_marker")
+#: what :meth:`RunsLookup.existing` gives besides the run_id
+_LOOKUP_COLUMNS = ("ingest_id", "source_path", "ingested_at", *_OPTION_COLUMNS)
+
+
+def _this_command(existing: dict[str, Any], options: IngestOptions) -> bool:
+    """Whether ``existing`` (a ``runs`` row) was written by this very ingest command (its
+    ``ingested_at``): a cluster task run again after its worker died finds its own runs."""
+    at = existing.get("ingested_at")
+    return at is not None and options.ingested_at is not None and at == options.ingested_at
 
 
 def option_changes(existing: dict[str, Any], options: IngestOptions) -> list[str]:
@@ -215,9 +224,11 @@ def ingest_file(
                 changed = option_changes(existing, options) if "ingest_id" in existing else []
                 why = (f"; skipped although the options differ: {', '.join(changed)}: "
                        "--force re-ingests it with the new options" if changed else "")
+                by = ("by this ingest command: an earlier attempt of its task committed it, "
+                      if _this_command(existing, options) else "")
                 result = FileResult(
                     str(path), "skipped", run_id,
-                    error=f"already ingested (run {run_id} from {existing['source_path']}){why}",
+                    error=f"already ingested {by}(run {run_id} from {existing['source_path']}){why}",
                     bytes=size, seconds=time.perf_counter() - t0,
                 )
             else:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: Keys of the locks of one run or one ingest (``run-<run_id>``, ``ingest-<ingest_id>``):
 #: their files are removed on release (see ``Locks._local_lock``).
 REMOVABLE_LOCKS = ("run-", "ingest-")
+#: :meth:`Locks.remove_stale_locks` leaves younger lock files (seconds since last taken).
+STALE_LOCK_AGE_S = 60.0
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -39,8 +41,8 @@ def _same_file(fd: int, path: Path) -> bool:
         mine = os.fstat(fd)
     except FileNotFoundError:
         return False
-    except OSError:  # cannot tell: as before this check, the file opened is the lock
-        return True
+    except OSError as exc:  # a stale NFS handle: the file was removed; else cannot tell
+        return exc.errno != errno.ESTALE
     return (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev)
 
 
@@ -107,52 +109,56 @@ class Locks:
         # process that locked a file since unlinked (or replaced) locks the new one instead
         removable = not shared and key.startswith(REMOVABLE_LOCKS)
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        while True:
-            try:
-                self.locks_dir.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise self._writable_error(path, exc) from exc
-            try:
-                fcntl.flock(fd, mode | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                os.close(fd)
-                fd = -1
-                break
-            except BaseException:
-                os.close(fd)
-                raise
-            if removable and not _same_file(fd, path):
-                os.close(fd)  # its holder removed it on release: lock the file there now
-                continue
-            break
-        if fd < 0:
-            yield False
-            return
+        fd = -1
+        held = False
         try:
-            if not shared:
+            while True:
+                try:
+                    self.locks_dir.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    raise self._writable_error(path, exc) from exc
+                try:
+                    fcntl.flock(fd, mode | (0 if blocking else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    break
+                if removable and not _same_file(fd, path):
+                    # its holder removed it on release: lock the file there now
+                    stale, fd = fd, -1
+                    os.close(stale)
+                    continue
+                held = True
+                break
+            if held and not shared:
                 try:
                     os.ftruncate(fd, 0)
                     os.write(fd, f"{os.getpid()}\n".encode())
                 except OSError:
                     pass
-            yield True
+            yield held
         finally:
-            if removable:
-                with contextlib.suppress(OSError):
-                    path.unlink()  # still held: no one else holds this file now
-            os.close(fd)
-    def remove_stale_locks(self) -> int:
+            if fd >= 0:
+                if held and removable:
+                    with contextlib.suppress(OSError):
+                        path.unlink()  # still held: no one else holds this file now
+                os.close(fd)
+    def remove_stale_locks(self, *, min_age_s: float = STALE_LOCK_AGE_S) -> int:
         """Remove the lock files of runs and ingests no process holds (left by a process
-        killed while holding one, or by an older version); how many. Each is taken first,
-        without waiting, as :meth:`lock` takes it: a held one is left."""
-        if self.remote or not self.locks_dir.is_dir():
+        killed while holding one); how many. Each is taken first, without waiting, as
+        :meth:`lock` takes it, and only when older than ``min_age_s`` (by its modification
+        time, set when it was last taken): a held one is left, and a file just made by a
+        process about to lock it is not taken from under it."""
+        if not self.locks_dir.is_dir():
             return 0
         removed = 0
+        now = time.time()
         for entry in os.scandir(self.locks_dir):
             name = entry.name
             if not (name.startswith(REMOVABLE_LOCKS) and name.endswith(".lock")):
                 continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime < min_age_s:
+                    continue
             with contextlib.suppress(OSError, WarehouseError), self._local_lock(
                 name.removesuffix(".lock"), blocking=False
             ) as held:
