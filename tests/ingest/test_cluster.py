@@ -20,7 +20,8 @@ def _files(tmp_path: Path, sizes: list[int]) -> list[str]:
     paths = []
     for k, size in enumerate(sizes):
         p = tmp_path / f"{k:03d}.json"
-        p.write_bytes(b"x" * size)
+        with p.open("wb") as f:
+            f.truncate(size)  # sparse: only the size counts
         paths.append(str(p))
     return paths
 
