@@ -1,6 +1,6 @@
 """Real traces, whole processes, side by side with HTA and the bare parse (issue 16's table).
 
-``python -m bench.bench_real [--only small,cold,mid,big,nightly,files,report] [--sizes 250MB,1GB]
+``python -m bench.bench_real [--only small,ladder,cold,mid,big,nightly,files,report] [--sizes 250MB,1GB]
 [--base CHECKOUT]`` (default sizes: 250MB; 250MB,1GB,2GB under ``python -m bench.run --big``;
 ``--base``: another tracewh checkout, e.g. a ``git worktree`` of an earlier commit with its
 extension built, whose ingest is measured in the same interleaved rounds, as
@@ -16,6 +16,8 @@ pairs run in interleaved rounds (alternating which goes first; medians):
   ``data/bench/hta-venv`` that ``make bench`` creates) loading it and running its
   kernel breakdown, temporal breakdown, idle time breakdown, launch stats and queue
   length summary, and against the same on a small synthetic trace.
+* **ladder**: the same session and HTA's on real traces of 1.2 to 18 MB of JSON
+  (:data:`LADDER`): where tracewh's session overtakes HTA's as the trace grows.
 * **cold**: ``tracewh kernels --top 5`` on a one-run warehouse against the bare
   ``python -c "import duckdb; duckdb.sql('select 1')"``.
 * **mid**: ``tracewh ingest FILE`` (the default invocation) of a 52 MB real trace (as it
@@ -217,6 +219,35 @@ def small(n: int) -> None:
               "time < 1x, memory < 1x", anchor="HTA")
 
 
+#: Real traces between the small sessions and the mid-size ingests (1.2 to 18 MB of JSON), for
+#: where the whole session (ingest + the 5 analyses) overtakes HTA's load + the same: name, rank.
+LADDER = (
+    ("tracelens__mi300__bert-small-uncased.json.gz", 0),
+    ("mtia_inference_trace__mtia_inference_rank_0.json.gz", 0),
+    ("nccl_parser_config__nccl_data.json.gz", 0),
+    ("ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", 0),
+    ("tracelens__h100__timesformer-base-k400.json.gz", 0),
+)
+
+
+def ladder(n: int) -> None:
+    print(f"\n-- session by trace size: ingest + 5 analyses, one process, vs HTA load + the same, "
+          f"real traces of 1.2-18 MB JSON ({_load()})")
+    if not _hta():
+        print("  HTA not installed: no side-by-side")
+        return
+    for name, rank in LADDER:
+        path = realtraces.SHARED / name
+        if not path.exists():
+            continue
+        got = rounds({
+            "tw": lambda p=path: [PY, "-c", TW_SESSION, str(p), _tmp()],
+            "hta": lambda p=path, r=rank: [str(HTA_PY), "-c", HTA_SESSION, str(p), str(r), "1"],
+        }, n)
+        _line(f"{name[:30]} ({_json_mb(path):.1f} MB JSON)", got["tw"], got["hta"],
+              "none (where the session overtakes HTA)", anchor="HTA")
+
+
 def cold(n: int) -> None:
     print(f"\n-- cold start: tracewh kernels --top 5 vs bare python+duckdb, tracewh's bytecode compiled "
           f"as a pip install leaves it ({_load()})")
@@ -377,7 +408,7 @@ def report(n: int, site_rounds: int = 1) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_real")
-    ap.add_argument("--only", default="small,cold,mid,big,nightly,files,report")
+    ap.add_argument("--only", default="small,ladder,cold,mid,big,nightly,files,report")
     ap.add_argument("--base", default=None,
                     help="another tracewh checkout measured beside this one (mid, nightly)")
     ap.add_argument("--sizes", default=default_sizes(),
@@ -400,6 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if "small" in only:
             small(r or 5)
+        if "ladder" in only:
+            ladder(r or 3)
         if "cold" in only:
             cold(r or 11)
         if "mid" in only:
