@@ -17,7 +17,7 @@ import pytest
 
 from tracewh.report import render
 from tracewh.report.render import ChartRenderError
-from tracewh.report.render_process import RenderProcess
+from tracewh.report.render_process import RenderProcess, _wait_exit
 
 BAR = {"data": {"values": [{"k": "a", "v": 1}, {"k": "b", "v": 2}]}, "mark": "bar",
        "encoding": {"x": {"field": "k", "type": "nominal"}, "y": {"field": "v", "type": "quantitative"}}}
@@ -104,7 +104,7 @@ def test_the_child_dies_with_its_parent() -> None:
     # a parent process starts a renderer, says the child's pid and is killed with -9
     code = textwrap.dedent("""
         import sys, time
-        from tracewh.report.render_process import RenderProcess
+        from tracewh.report.render_process import RenderProcess, _wait_exit
         charts = RenderProcess()
         print(charts._proc.pid, flush=True)
         time.sleep(60)
@@ -118,3 +118,26 @@ def test_the_child_dies_with_its_parent() -> None:
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child)
+
+
+def test_waiting_for_a_child_returns_its_exit_status_when_it_ends() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(0.05); sys.exit(3)"])
+    assert _wait_exit(proc, 30) == 3
+    assert proc.returncode == 3
+
+
+def test_waiting_for_a_child_that_does_not_end_times_out_and_leaves_it_to_the_caller() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            _wait_exit(proc, 0.2)
+        assert proc.poll() is None  # still running: close() kills it then
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_waiting_for_a_child_already_reaped_gives_its_status() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # reaped: its pid may no longer name it, so no pidfd is opened for it
+    assert _wait_exit(proc, 30) == 0
