@@ -109,3 +109,39 @@ def test_the_catalog_records_what_each_object_reads(tmp_path: Path) -> None:
     finally:
         con.close()
     assert rows[0][0] > 100 and rows[0][1] > 50
+
+
+def test_the_objects_calling_a_python_function_are_known(read_map: ReadMap) -> None:
+    # the graph-replay mapping calls graph_align (tracewh.query.udfs), and so does every
+    # macro over it: their connections register the functions before the query runs
+    for query in ("SELECT * FROM roofline($first)", "SELECT * FROM module_tree($first)",
+                  "SELECT * FROM graph_replay_map('r')", "SELECT graph_align(['a'], ['a'])"):
+        assert read_map.calls_functions(query), query
+    for query in ("SELECT * FROM kernel_ranking($first)", "SELECT * FROM series_values()",
+                  "SELECT count(*) FROM runs"):
+        assert not read_map.calls_functions(query), query
+
+
+def test_a_query_calling_a_python_function_is_planned_once(
+    wh: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before, DuckDB planned such a query up to the missing function, then the functions were
+    # registered and it was planned again (10-36 ms of a roofline or module query)
+    import tracewh.query.udfs as udfs
+
+    misses: list[str] = []
+    real = udfs.missing_function
+
+    def counted(exc: BaseException) -> bool:
+        found = real(exc)
+        if found:
+            misses.append(str(exc).splitlines()[0])
+        return found
+
+    monkeypatch.setattr(udfs, "missing_function", counted)
+    fresh = Warehouse(wh.root)  # its own connections: none has the functions yet
+    assert fresh.roofline().width > 0
+    fresh.modules()
+    with fresh.session():
+        fresh.roofline()
+    assert misses == []

@@ -17,7 +17,7 @@ import pytest
 from tracewh.core.errors import QueryError
 from tracewh.query.db import connect_catalog
 from tracewh.query.fetch import fetch_rows
-from tracewh.query.udfs import missing_function, with_functions
+from tracewh.query.udfs import missing_function, register_functions, with_functions
 
 
 def _has_graph_align(con: duckdb.DuckDBPyConnection) -> bool:
@@ -68,3 +68,20 @@ def test_a_query_connection_does_not_import_numpy(tmp_path: Path) -> None:
     connect_catalog(cache_dir=tmp_path / "cache").close()  # built here, in this process
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_connections_to_one_database_each_register_without_error() -> None:
+    # a session's threads query through connections to one database (tracewh.query.db.sibling):
+    # the function one of them registered is visible to the others, which cannot remove it
+    con = duckdb.connect()
+    other = con.cursor()
+    try:
+        register_functions(con)
+        register_functions(other)
+        register_functions(con)  # again on the first: replaced
+        for c in (con, other):
+            got = c.execute("SELECT graph_align(['a', 'b'], ['b'])").fetchall()
+            assert got == [([None, 1],)]
+    finally:
+        other.close()
+        con.close()

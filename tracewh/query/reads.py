@@ -14,6 +14,12 @@ are found first:
   in string literals too (``query_table('gpu_ops')``), counts. A word that merely looks like
   a name (a column ``steps``) only adds a table that is not needed.
 
+The same search finds the objects that call a Python function of :mod:`tracewh.query.udfs`
+(``tw_calls``): a query naming one gets the functions registered on its connection before it
+runs (:meth:`ReadMap.calls_functions`), rather than after DuckDB's binder has planned it up
+to the missing function (10-36 ms lost on ``roofline`` and ``module_tree``); a miss still
+costs only that retry (:func:`tracewh.query.udfs.with_functions`).
+
 The tables a query does not read are pointed at a view that raises when it is read
 (:func:`unbound_sql`, marked :data:`UNBOUND`) rather than at nothing: a table missed here
 stops the query loudly instead of reading as empty. The session then runs it again with
@@ -102,21 +108,35 @@ def _closure(defs: Mapping[str, str], tables: Collection[str]) -> dict[str, froz
 
 
 def write_reads(con: duckdb.DuckDBPyConnection, tables: Collection[str]) -> None:
-    """Store the tables each view and macro of ``con`` reads (``tw_reads``), once per catalog."""
-    closure = _closure(_definitions(con), tables)
+    """Store the tables each view and macro of ``con`` reads (``tw_reads``) and the Python
+    functions of :mod:`tracewh.query.udfs` it calls (``tw_calls``), once per catalog."""
+    from tracewh.query.udfs import FUNCTIONS
+
+    defs = _definitions(con)
+    closure = _closure(defs, tables)
     con.execute("CREATE TABLE tw_reads (object_name VARCHAR, table_name VARCHAR)")
     rows = [[name, table] for name, read in sorted(closure.items()) for table in sorted(read)]
     if rows:
         con.executemany("INSERT INTO tw_reads VALUES (?, ?)", rows)
+    calls = _closure(defs, FUNCTIONS)  # followed the same way, the functions as leaves
+    con.execute("CREATE TABLE tw_calls (object_name VARCHAR, function_name VARCHAR)")
+    rows = [[name, fn] for name, called in sorted(calls.items()) for fn in sorted(called)]
+    if rows:
+        con.executemany("INSERT INTO tw_calls VALUES (?, ?)", rows)
 
 
 class ReadMap:
-    """The tables of a catalog and what each of its views and macros reads (``tw_reads``)."""
+    """The tables of a catalog and what each of its views and macros reads (``tw_reads``)
+    and which of them call a Python function (``tw_calls``)."""
 
-    def __init__(self, tables: Iterable[str], reads: Mapping[str, Collection[str]]) -> None:
+    def __init__(self, tables: Iterable[str], reads: Mapping[str, Collection[str]],
+                 calls: Collection[str] = ()) -> None:
+        from tracewh.query.udfs import FUNCTIONS
+
         self.tables = frozenset(tables)
         self._table_of = {t: t for t in self.tables} | {f"raw_{t}": t for t in self.tables}
         self._reads = {name: frozenset(read) for name, read in reads.items()}
+        self._calls = frozenset(calls) | frozenset(FUNCTIONS)
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> ReadMap:
@@ -124,7 +144,14 @@ class ReadMap:
         reads: dict[str, set[str]] = {}
         for name, table in con.execute("SELECT object_name, table_name FROM main.tw_reads").fetchall():
             reads.setdefault(str(name), set()).add(str(table))
-        return cls(tables, reads)
+        calls = [str(n) for (n,) in con.execute("SELECT DISTINCT object_name FROM main.tw_calls").fetchall()]
+        return cls(tables, reads, calls)
+
+    def calls_functions(self, *texts: str) -> bool:
+        """Whether queries of ``texts`` name a Python function of :mod:`tracewh.query.udfs` or
+        an object that calls one (every name counts, as in :meth:`tables_read`): their
+        connection registers the functions first instead of after DuckDB's binder fails."""
+        return any(not self._calls.isdisjoint(_words(text)) for text in texts)
 
     def tables_read(self, *texts: str) -> frozenset[str]:
         """The tables queries of ``texts`` read (every name in them, string literals too)."""

@@ -34,8 +34,14 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
 
     with contextlib.suppress(duckdb.InvalidInputException):  # not there yet
         con.remove_function("graph_align")
-    con.create_function("graph_align", graph_align, ["VARCHAR[]", "VARCHAR[]"], "INTEGER[]",
-                        side_effects=False)
+    try:
+        con.create_function("graph_align", graph_align, ["VARCHAR[]", "VARCHAR[]"], "INTEGER[]",
+                            side_effects=False)
+    except duckdb.CatalogException as exc:
+        # another connection to the same database (a session's thread) registered it: a
+        # connection sees it there and cannot remove what it did not register
+        if "already exists" not in str(exc):
+            raise
 
 
 def missing_function(exc: BaseException) -> bool:
