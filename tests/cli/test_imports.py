@@ -66,6 +66,7 @@ def _loaded(args: list[str]) -> dict[str, object]:
         ["kernels", "--top", "5"],
         ["gaps"],
         ["launches", "--by", "step"],
+        ["launches", "--by", "linkage"],  # its column graph_launches is not the macro
         ["queue"],
         ["breakdown"],
         ["sql", "SELECT count(*) AS n FROM gpu_ops"],

@@ -104,7 +104,7 @@ def test_the_child_dies_with_its_parent() -> None:
     # a parent process starts a renderer, says the child's pid and is killed with -9
     code = textwrap.dedent("""
         import sys, time
-        from tracewh.report.render_process import RenderProcess, _wait_exit
+        from tracewh.report.render_process import RenderProcess
         charts = RenderProcess()
         print(charts._proc.pid, flush=True)
         time.sleep(60)
@@ -137,7 +137,12 @@ def test_waiting_for_a_child_that_does_not_end_times_out_and_leaves_it_to_the_ca
         proc.wait()
 
 
-def test_waiting_for_a_child_already_reaped_gives_its_status() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()  # reaped: its pid may no longer name it, so no pidfd is opened for it
-    assert _wait_exit(proc, 30) == 0
+def test_waiting_for_a_child_already_reaped_gives_its_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(4)"])
+    proc.wait()  # reaped: its pid may name another process by now, so no pidfd is opened
+
+    def no_pidfd(pid: int) -> int:
+        raise AssertionError(f"pidfd_open({pid}) for a reaped child")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    assert _wait_exit(proc, 30) == 4

@@ -223,8 +223,8 @@ def sibling(con: duckdb.DuckDBPyConnection, at: tuple[str, str]) -> duckdb.DuckD
     """Another connection to ``con``'s database, on catalog and schema ``at`` (:func:`home`).
 
     It shares the database's attached catalog, settings (locked ones stay locked), memory
-    limit, spill folder, caches and threads; its TEMP views and the Python functions
-    registered on it are its own. Opening one costs microseconds, not the ~0.05 s of a
+    limit, spill folder, caches and threads; its TEMP views are its own, while a Python
+    function registered on any of them is seen by all (:func:`tracewh.query.udfs.register_functions`). Opening one costs microseconds, not the ~0.05 s of a
     new database (:func:`connect_catalog`). ``con`` may be running a query meanwhile
     (:func:`home` is asked of it beforehand).
     """

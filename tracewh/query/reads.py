@@ -14,11 +14,13 @@ are found first:
   in string literals too (``query_table('gpu_ops')``), counts. A word that merely looks like
   a name (a column ``steps``) only adds a table that is not needed.
 
-The same search finds the objects that call a Python function of :mod:`tracewh.query.udfs`
-(``tw_calls``): a query naming one gets the functions registered on its connection before it
-runs (:meth:`ReadMap.calls_functions`), rather than after DuckDB's binder has planned it up
-to the missing function (10-36 ms lost on ``roofline`` and ``module_tree``); a miss still
-costs only that retry (:func:`tracewh.query.udfs.with_functions`).
+A search of the calls in the same definitions (a name followed by ``(``, or a view's name:
+a column that shares a macro's name is no call) finds the objects that call a Python
+function of :mod:`tracewh.query.udfs` (``tw_calls``): a query calling one gets the functions
+registered on its connection before it runs (:meth:`ReadMap.calls_functions`), rather than
+after DuckDB's binder has planned it up to the missing function (10-36 ms lost on
+``roofline`` and ``module_tree``); a miss still costs only that retry
+(:func:`tracewh.query.udfs.with_functions`).
 
 The tables a query does not read are pointed at a view that raises when it is read
 (:func:`unbound_sql`, marked :data:`UNBOUND`) rather than at nothing: a table missed here
@@ -41,6 +43,7 @@ __all__ = ["UNBOUND", "ReadMap", "is_unbound_error", "strict", "unbound_sql", "w
 UNBOUND = "tracewh-unbound-table"
 
 _WORD = re.compile(r"[a-z_][a-z0-9_]*")
+_CALL = re.compile(r"([a-z_][a-z0-9_]*)\s*\(")
 _NULL = re.compile(r"CAST\(NULL AS ")
 
 
@@ -86,6 +89,36 @@ def _definitions(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return {name: "\n".join(texts) for name, texts in found.items()}
 
 
+def _views(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    return frozenset(str(n).lower() for (n,) in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall())
+
+
+def _called(text: str, views: Collection[str]) -> set[str]:
+    """The names ``text`` calls (a name followed by ``(``) and the views it names: a column
+    that happens to share a macro's name (``... AS graph_launches``) is no call."""
+    low = text.lower()
+    return set(_CALL.findall(low)) | (_words(low) & set(views))
+
+
+def _callers(defs: Mapping[str, str], views: Collection[str]) -> dict[str, bool]:
+    """The views and macros that call a Python function of :mod:`tracewh.query.udfs`, directly
+    or through others they call: name -> whether it is a view."""
+    from tracewh.query.udfs import FUNCTIONS
+
+    calls = {name: _called(text, views) for name, text in defs.items()}
+    done: dict[str, bool] = {}
+
+    def visit(name: str, path: set[str]) -> bool:
+        if name not in done:
+            done[name] = any(c in FUNCTIONS or (c in calls and c not in path and c != name
+                                                and visit(c, path | {name}))
+                             for c in calls.get(name, ()))
+        return done[name]
+
+    return {name: name in views for name in calls if visit(name, set())}
+
+
 def _closure(defs: Mapping[str, str], tables: Collection[str]) -> dict[str, frozenset[str]]:
     """The tables each definition reads, following the objects it names."""
     table_of = {t: t for t in tables} | {f"raw_{t}": t for t in tables}
@@ -110,19 +143,16 @@ def _closure(defs: Mapping[str, str], tables: Collection[str]) -> dict[str, froz
 def write_reads(con: duckdb.DuckDBPyConnection, tables: Collection[str]) -> None:
     """Store the tables each view and macro of ``con`` reads (``tw_reads``) and the Python
     functions of :mod:`tracewh.query.udfs` it calls (``tw_calls``), once per catalog."""
-    from tracewh.query.udfs import FUNCTIONS
-
     defs = _definitions(con)
     closure = _closure(defs, tables)
     con.execute("CREATE TABLE tw_reads (object_name VARCHAR, table_name VARCHAR)")
     rows = [[name, table] for name, read in sorted(closure.items()) for table in sorted(read)]
     if rows:
         con.executemany("INSERT INTO tw_reads VALUES (?, ?)", rows)
-    calls = _closure(defs, FUNCTIONS)  # followed the same way, the functions as leaves
-    con.execute("CREATE TABLE tw_calls (object_name VARCHAR, function_name VARCHAR)")
-    rows = [[name, fn] for name, called in sorted(calls.items()) for fn in sorted(called)]
-    if rows:
-        con.executemany("INSERT INTO tw_calls VALUES (?, ?)", rows)
+    con.execute("CREATE TABLE tw_calls (object_name VARCHAR, is_view BOOLEAN)")
+    callers: list[list[object]] = [[n, v] for n, v in sorted(_callers(defs, _views(con)).items())]
+    if callers:
+        con.executemany("INSERT INTO tw_calls VALUES (?, ?)", callers)
 
 
 class ReadMap:
@@ -130,13 +160,16 @@ class ReadMap:
     and which of them call a Python function (``tw_calls``)."""
 
     def __init__(self, tables: Iterable[str], reads: Mapping[str, Collection[str]],
-                 calls: Collection[str] = ()) -> None:
+                 callers: Mapping[str, bool] | None = None) -> None:
         from tracewh.query.udfs import FUNCTIONS
 
         self.tables = frozenset(tables)
         self._table_of = {t: t for t in self.tables} | {f"raw_{t}": t for t in self.tables}
         self._reads = {name: frozenset(read) for name, read in reads.items()}
-        self._calls = frozenset(calls) | frozenset(FUNCTIONS)
+        callers = dict(callers or {})
+        # called by name(...): the functions and the macros; named bare: the views
+        self._calls = frozenset(FUNCTIONS) | {n for n, view in callers.items() if not view}
+        self._views = frozenset(n for n, view in callers.items() if view)
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> ReadMap:
@@ -144,14 +177,19 @@ class ReadMap:
         reads: dict[str, set[str]] = {}
         for name, table in con.execute("SELECT object_name, table_name FROM main.tw_reads").fetchall():
             reads.setdefault(str(name), set()).add(str(table))
-        calls = [str(n) for (n,) in con.execute("SELECT DISTINCT object_name FROM main.tw_calls").fetchall()]
-        return cls(tables, reads, calls)
+        callers = {str(n): bool(v) for n, v in con.execute(
+            "SELECT object_name, is_view FROM main.tw_calls").fetchall()}
+        return cls(tables, reads, callers)
 
     def calls_functions(self, *texts: str) -> bool:
-        """Whether queries of ``texts`` name a Python function of :mod:`tracewh.query.udfs` or
-        an object that calls one (every name counts, as in :meth:`tables_read`): their
-        connection registers the functions first instead of after DuckDB's binder fails."""
-        return any(not self._calls.isdisjoint(_words(text)) for text in texts)
+        """Whether queries of ``texts`` call a Python function of :mod:`tracewh.query.udfs` or
+        a macro that calls one (``name(``), or name such a view: their connection registers
+        the functions first instead of after DuckDB's binder fails."""
+        for text in texts:
+            low = text.lower()
+            if not self._calls.isdisjoint(_CALL.findall(low)) or not self._views.isdisjoint(_words(low)):
+                return True
+        return False
 
     def tables_read(self, *texts: str) -> frozenset[str]:
         """The tables queries of ``texts`` read (every name in them, string literals too)."""

@@ -220,5 +220,7 @@ if __name__ == "__main__":
     # every answer is flushed as it is written and the child holds nothing else: end without
     # the interpreter's and vl-convert's teardown (30-50 ms the parent's close waited for),
     # as multiprocessing's children end; an exception above still ends it with a traceback
-    sys.stderr.flush()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()  # fd 1 is stderr's here: what was printed to it
+        sys.stderr.flush()
     os._exit(code)
