@@ -93,8 +93,7 @@ class Connections:
         self._tables: list[TableInfo] | None = None  # see tables_of
         self._table_sql: list[tuple[str, str, str, str]] | None = None  # see table_sql_of
         self._reads: ReadMap | None = None  # see reads_of
-        # connections with the Python functions registered by _functions_for
-        self._registered: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
+        self._registered: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()  # reads_of
 
     def tables_of(self, con: duckdb.DuckDBPyConnection) -> list[TableInfo]:
         """The catalog's tables (:func:`~tracewh.query.db.catalog_tables`), read from the first
@@ -111,21 +110,16 @@ class Connections:
 
     def reads_of(self, con: duckdb.DuckDBPyConnection, query: str | None) -> frozenset[str] | None:
         """The tables ``query`` reads (:mod:`tracewh.query.reads`; ``runs`` always), or
-        None (every table) without a query."""
+        None (every table) without a query. If ``query`` calls a Python function of ``sql/``
+        (:meth:`~tracewh.query.reads.ReadMap.calls_functions`), ``con`` gets them registered."""
         if query is None:
             return None
         if self._reads is None:
             self._reads = ReadMap.load(con, [n for n, _ in self.tables_of(con)])
-        return self._reads.tables_read(query) | {"runs"}
-
-    def _functions_for(self, con: duckdb.DuckDBPyConnection, query: str | None) -> None:
-        """Register the Python functions on ``con`` once, if ``query`` calls one (see
-        :meth:`tracewh.query.reads.ReadMap.calls_functions`)."""
-        if query is None or self._reads is None or con in self._registered:
-            return
-        if self._reads.calls_functions(query):
+        if con not in self._registered and self._reads.calls_functions(query):
             register_functions(con)
             self._registered.add(con)
+        return self._reads.tables_read(query) | {"runs"}
 
     def _catalog(self) -> duckdb.DuckDBPyConnection:
         """A catalog connection under the memory limit, spilling into a private folder."""
@@ -249,7 +243,6 @@ class Connections:
             reads = self.reads_of(con, query) if names is None else None
             if reads is not None:
                 names = set(reads)
-                self._functions_for(con, query)
             wanted = tables if names is None else [t for t in tables if t[0] in names]
             unbound = [] if reads is None else [n for n, _ in tables if n not in reads]
             partial = self._partial(con, tables)

@@ -92,7 +92,6 @@ class Session(Connections):
         with self.conn(only="runs", reuse=True) as con:
             ref = resolve(con, run, root=self.store.root)
             reads = self.reads_of(con, query)
-            self._functions_for(con, query)
             tables = [t for t in self.tables_of(con) if t[0] != "runs"
                       and (reads is None or t[0] in reads)]
             unbound = [] if reads is None else [n for n, _ in self.tables_of(con) if n not in reads]
