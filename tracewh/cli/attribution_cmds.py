@@ -41,7 +41,9 @@ def tree_view(df: pl.DataFrame, *, column: str, none_label: str) -> pl.DataFrame
     label = (
         pl.when(pl.col(column).is_null())
         .then(pl.lit(none_label))
-        .otherwise(pl.lit("  ").repeat_by(pl.col("depth") - 1).list.join("") + pl.col("name"))
+        # clipped: Polars (2.2) evaluates the branch on every row, the no-path one's depth 0 too
+        .otherwise(pl.lit("  ").repeat_by((pl.col("depth") - 1).clip(lower_bound=0)).list.join("")
+                   + pl.col("name"))
     )
     return df.select(label.alias(column), pl.exclude(column, "name"))
 

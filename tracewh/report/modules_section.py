@@ -191,7 +191,8 @@ def modules_section(data: ModuleData | None, *, prefix: str = "") -> Section:
         text = f"{text} {_cap(data.graph_note)}." if text else f"{_cap(data.graph_note)}."
     tree = data.tree.with_columns(
         pl.when(pl.col("module_path").is_null()).then(pl.lit("(no module)"))
-        .otherwise(pl.lit("· ").repeat_by(pl.col("depth") - 1).list.join("") + pl.col("name"))
+        .otherwise(pl.lit("· ").repeat_by((pl.col("depth") - 1).clip(lower_bound=0)).list.join("")
+                   + pl.col("name"))
         .alias("module")
     ).filter(pl.col("depth") <= data.depth)
     return Section(key, "Time per layer", layer_chart(data), empty, text=text, tables=[
