@@ -167,8 +167,7 @@ class ReadMap:
         self._table_of = {t: t for t in self.tables} | {f"raw_{t}": t for t in self.tables}
         self._reads = {name: frozenset(read) for name, read in reads.items()}
         callers = dict(callers or {})
-        # called by name(...): the functions and the macros; named bare: the views
-        self._calls = frozenset(FUNCTIONS) | {n for n, view in callers.items() if not view}
+        self._callers = frozenset(FUNCTIONS) | frozenset(callers)
         self._views = frozenset(n for n, view in callers.items() if view)
 
     @classmethod
@@ -185,11 +184,7 @@ class ReadMap:
         """Whether queries of ``texts`` call a Python function of :mod:`tracewh.query.udfs` or
         a macro that calls one (``name(``), or name such a view: their connection registers
         the functions first instead of after DuckDB's binder fails."""
-        for text in texts:
-            low = text.lower()
-            if not self._calls.isdisjoint(_CALL.findall(low)) or not self._views.isdisjoint(_words(low)):
-                return True
-        return False
+        return any(not self._callers.isdisjoint(_called(text, self._views)) for text in texts)
 
     def tables_read(self, *texts: str) -> frozenset[str]:
         """The tables queries of ``texts`` read (every name in them, string literals too)."""
